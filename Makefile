@@ -1,0 +1,57 @@
+# One entry point. `make lab` runs the lab on the local default; `make test` runs every test.
+# Both create .venv and install the pinned dependencies first, once: the stamp file is
+# rebuilt only when pyproject.toml changes, so a warm machine skips straight to the work.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+KERNEL := cassava-lab
+
+.PHONY: help venv lab train test test-fast bench jupyter lint format clean
+
+help:
+	@echo "make lab      run the whole lab (notebooks 00-05) locally and print where results are"
+	@echo "make test     run every test (unit, multi-process, local Vertex AI service, notebooks)"
+	@echo "make train    only the 2-worker training on the sample, through labkit cluster"
+	@echo "make bench    benchmarks against the codelab's own code (bench/results/latest.json)"
+	@echo "make jupyter  JupyterLab on notebooks/ with the '$(KERNEL)' kernel"
+	@echo "make lint     ruff check + format check"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/python -m labkit lab
+
+train: $(STAMP)
+	$(BIN)/python -m labkit lab --train-only
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+jupyter: $(STAMP)
+	$(BIN)/python -m ipykernel install --user --name $(KERNEL) --display-name "Python (cassava lab)"
+	$(BIN)/jupyter lab notebooks/
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf .lab runs outputs .pytest_cache .ruff_cache

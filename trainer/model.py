@@ -1,0 +1,83 @@
+"""ResNet50 backbone + the codelab's head, built with tf-keras.
+
+tf-keras, not Keras 3: under MultiWorkerMirroredStrategy Keras 3's `fit` fails on
+TensorFlow 2.21 (design.md; keras-team/keras#20585), and its BackupAndRestore has no
+chief/worker split.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import tf_keras as keras
+
+from trainer.config import ConfigError
+
+IMAGENET_NOTOP_FILE = "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"
+
+
+def resolve_weights(weights: str) -> str | None:
+    """`imagenet`, `none` or a local weights file -> what `ResNet50(weights=...)` takes."""
+    if weights.lower() == "none":
+        return None
+    if weights == "imagenet":
+        return "imagenet"
+    if not os.path.isfile(weights):
+        raise ConfigError(
+            f"weights file {weights!r} does not exist: pass an existing .h5 file of ResNet50 "
+            f"weights without the top (e.g. {IMAGENET_NOTOP_FILE}), 'imagenet', or 'none'"
+        )
+    return weights
+
+
+def build_backbone(image_size: int, weights: str) -> Any:
+    """ResNet50 with `include_top=False`; a clear error when ImageNet weights cannot be fetched."""
+    resolved = resolve_weights(weights)
+    try:
+        return keras.applications.ResNet50(
+            weights=resolved, include_top=False, input_shape=(image_size, image_size, 3)
+        )
+    except Exception as err:
+        if resolved != "imagenet":
+            raise
+        keras_home = os.environ.get("KERAS_HOME", os.path.expanduser("~/.keras"))
+        raise ConfigError(
+            f"could not load the ImageNet weights for ResNet50 ({type(err).__name__}: "
+            f"{str(err)[:160]}). Offline, put {IMAGENET_NOTOP_FILE} in {keras_home}/models/, "
+            "pass --weights PATH to a local copy, or train from scratch with --weights none."
+        ) from None
+
+
+def build_model(
+    num_classes: int,
+    *,
+    image_size: int = 300,
+    weights: str = "imagenet",
+    dense_units: int = 1016,
+    freeze_base: bool = False,
+) -> tuple[Any, Any]:
+    """The codelab's model: backbone, global average pooling, Dense(1016, relu), softmax.
+
+    Returns (model, backbone) so a fine-tuning phase can unfreeze the backbone later. The
+    softmax runs in float32 so mixed precision stays numerically safe.
+    """
+    base = build_backbone(image_size, weights)
+    base.trainable = not freeze_base
+    inputs = keras.Input(shape=(image_size, image_size, 3), name="image")
+    x = base(inputs, training=False) if freeze_base else base(inputs)
+    x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    x = keras.layers.Dense(dense_units, activation="relu", name="dense")(x)
+    x = keras.layers.Dense(num_classes, name="logits")(x)
+    outputs = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(x)
+    return keras.Model(inputs, outputs, name="cassava_resnet50"), base
+
+
+def compile_model(model: Any, learning_rate: float, jit_compile: bool | None = None) -> None:
+    """Adam, sparse categorical cross-entropy, accuracy: the codelab's compile."""
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+    )
