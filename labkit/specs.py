@@ -1,0 +1,765 @@
+"""Worker pool specs for a Vertex AI custom job: build them, and catch what Vertex would reject.
+
+The codelab hand-writes ``worker_pool_specs`` dicts. A wrong one is refused by Vertex only
+after the request, sometimes after minutes of provisioning; a spec that Vertex accepts can
+still break MultiWorkerMirroredStrategy (MWMS). `validate_worker_pool_specs` checks both
+before anything is submitted and returns every problem at once, each naming the field and
+the fix, so a learner repairs the spec in one pass.
+
+Pools: 0 = the chief (always one replica), 1 = workers, 2 = parameter servers,
+3 = evaluators. Empty ``{}`` pools are placeholders, as on Vertex.
+
+CLI::
+
+    python -m labkit spec validate FILE.json     # prints every problem and exits 2, or `ok`
+    python -m labkit spec build --image-uri URI --workers 1 [--machine-type ...] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE
+from labkit.settings import find_placeholder
+
+POOL_ROLES = ("chief", "worker", "parameter server", "evaluator")
+NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
+
+# N1 takes these GPUs; each entry: allowed counts -> most vCPUs the machine may have.
+# (Compute Engine GPU limits; Vertex refuses the same combinations.)
+N1_GPU_VCPU_LIMITS: dict[str, dict[int, int]] = {
+    "NVIDIA_TESLA_T4": {1: 48, 2: 48, 4: 96},
+    "NVIDIA_TESLA_P4": {1: 24, 2: 48, 4: 96},
+    "NVIDIA_TESLA_P100": {1: 16, 2: 32, 4: 96},
+    "NVIDIA_TESLA_V100": {1: 12, 2: 24, 4: 48, 8: 96},
+}
+
+# Accelerator-optimized families come with their GPUs attached: machine type -> (type, count).
+ATTACHED_GPUS: dict[str, tuple[str, int]] = {
+    # A2: A100 40GB (highgpu, megagpu) and A100 80GB (ultragpu)
+    "a2-highgpu-1g": ("NVIDIA_TESLA_A100", 1),
+    "a2-highgpu-2g": ("NVIDIA_TESLA_A100", 2),
+    "a2-highgpu-4g": ("NVIDIA_TESLA_A100", 4),
+    "a2-highgpu-8g": ("NVIDIA_TESLA_A100", 8),
+    "a2-megagpu-16g": ("NVIDIA_TESLA_A100", 16),
+    "a2-ultragpu-1g": ("NVIDIA_A100_80GB", 1),
+    "a2-ultragpu-2g": ("NVIDIA_A100_80GB", 2),
+    "a2-ultragpu-4g": ("NVIDIA_A100_80GB", 4),
+    "a2-ultragpu-8g": ("NVIDIA_A100_80GB", 8),
+    # A3: H100 80GB (highgpu, megagpu) and H200 (ultragpu)
+    "a3-highgpu-1g": ("NVIDIA_H100_80GB", 1),
+    "a3-highgpu-2g": ("NVIDIA_H100_80GB", 2),
+    "a3-highgpu-4g": ("NVIDIA_H100_80GB", 4),
+    "a3-highgpu-8g": ("NVIDIA_H100_80GB", 8),
+    "a3-megagpu-8g": ("NVIDIA_H100_MEGA_80GB", 8),
+    "a3-ultragpu-8g": ("NVIDIA_H200_141GB", 8),
+    # A4: B200
+    "a4-highgpu-8g": ("NVIDIA_B200", 8),
+    # G2: L4
+    "g2-standard-4": ("NVIDIA_L4", 1),
+    "g2-standard-8": ("NVIDIA_L4", 1),
+    "g2-standard-12": ("NVIDIA_L4", 1),
+    "g2-standard-16": ("NVIDIA_L4", 1),
+    "g2-standard-32": ("NVIDIA_L4", 1),
+    "g2-standard-24": ("NVIDIA_L4", 2),
+    "g2-standard-48": ("NVIDIA_L4", 4),
+    "g2-standard-96": ("NVIDIA_L4", 8),
+}
+ACCELERATOR_FAMILIES = ("a2", "a3", "a4", "g2")
+# Families Vertex trains on without any GPU attached.
+CPU_ONLY_FAMILIES = ("e2", "n2", "n2d", "c2", "c2d", "m1", "c3", "n4")
+KNOWN_ACCELERATORS = frozenset(N1_GPU_VCPU_LIMITS) | {gpu for gpu, _ in ATTACHED_GPUS.values()}
+
+# Public images Google itself publishes under gcr.io; pulling them is fine, pushing is not ours.
+GOOGLE_PUBLIC_GCR_PROJECTS = ("deeplearning-platform-release", "cloud-aiplatform", "vertex-ai")
+_GCR_HOST = re.compile(r"^(?:[a-z]+\.)?gcr\.io$")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing Vertex would reject, or that would break MWMS: where, what, and the fix."""
+
+    field: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message} Fix: {self.fix}"
+
+
+class SpecFileError(ValueError):
+    """The spec file cannot be read as a worker pool spec document."""
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_worker_pool_specs(
+    image_uri: str,
+    *,
+    workers: int = 1,
+    machine_type: str = "n1-standard-4",
+    accelerator_type: str | None = None,
+    accelerator_count: int = 0,
+    chief_machine_type: str | None = None,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The SDK's ``worker_pool_specs``: pool 0 = one chief, pool 1 = ``workers`` workers.
+
+    Chief and workers get the same accelerators because MWMS wants the same number of
+    GPUs on every machine. Pass the result through `validate_worker_pool_specs`.
+    """
+    if not image_uri:
+        raise ValueError("image_uri is empty: pass the trainer image, e.g. settings.image_uri.")
+    if workers < 0:
+        raise ValueError(f"workers is {workers}: use 0 (chief only) or more.")
+    if accelerator_count < 0:
+        raise ValueError(f"accelerator_count is {accelerator_count}: use 0 or more.")
+    if isinstance(args, str):
+        raise ValueError("args is one string: pass a list such as ['--epochs', '2'].")
+
+    def machine_spec(machine: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {"machine_type": machine}
+        if accelerator_type and accelerator_count:
+            spec["accelerator_type"] = accelerator_type
+            spec["accelerator_count"] = accelerator_count
+        elif accelerator_type or accelerator_count:
+            raise ValueError(
+                "accelerator_type and accelerator_count go together: set both "
+                f"(got type={accelerator_type!r}, count={accelerator_count})."
+            )
+        return spec
+
+    container: dict[str, Any] = {"image_uri": image_uri}
+    if args:
+        container["args"] = [str(a) for a in args]
+    if env:
+        container["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
+
+    pools = [
+        {
+            "replica_count": 1,
+            "machine_spec": machine_spec(chief_machine_type or machine_type),
+            "container_spec": dict(container),
+        }
+    ]
+    if workers:
+        pools.append(
+            {
+                "replica_count": workers,
+                "machine_spec": machine_spec(machine_type),
+                "container_spec": dict(container),
+            }
+        )
+    return pools
+
+
+@dataclasses.dataclass
+class JobRequest:
+    """Everything `aiplatform.CustomJob(...)` needs, with the kit's labels on the job."""
+
+    display_name: str
+    worker_pool_specs: list[dict[str, Any]]
+    labels: dict[str, str]
+    staging_bucket: str
+    base_output_dir: str | None = None
+
+    def sdk_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `aiplatform.CustomJob(**request.sdk_kwargs())`."""
+        kwargs = dataclasses.asdict(self)
+        if kwargs["base_output_dir"] is None:
+            del kwargs["base_output_dir"]
+        return kwargs
+
+    def to_document(self) -> dict[str, Any]:
+        """The JSON document `python -m labkit spec validate` and `cost` read."""
+        return self.sdk_kwargs()
+
+    def validate(self) -> list[Problem]:
+        return validate_document(self.to_document(), require_kit_labels=True)
+
+
+def build_job(
+    settings: Any,
+    *,
+    display_name: str = "multiworker-cassava-sdk",
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    base_output_dir: str | None = None,
+    **pool_choices: Any,
+) -> JobRequest:
+    """A `JobRequest` for the kit's image, bucket and labels (from `labkit.settings.Settings`).
+
+    ``pool_choices`` are `build_worker_pool_specs`'s keywords (workers, machine_type, ...).
+    """
+    specs = build_worker_pool_specs(settings.image_uri, args=args, env=env, **pool_choices)
+    return JobRequest(
+        display_name=display_name,
+        worker_pool_specs=specs,
+        labels=dict(settings.labels),
+        staging_bucket=settings.bucket_uri,
+        base_output_dir=base_output_dir,
+    )
+
+
+TRAINER_OPTIONS = {
+    "data": "--data",
+    "data_dir": "--data-dir",
+    "image_size": "--image-size",
+    "batch_size": "--batch-size",
+    "epochs": "--epochs",
+    "steps_per_epoch": "--steps-per-epoch",
+    "validation_steps": "--validation-steps",
+    "learning_rate": "--learning-rate",
+    "weights": "--weights",
+    "seed": "--seed",
+}
+
+
+def trainer_args_from_knobs(knobs: Mapping[str, Any]) -> list[str]:
+    """Container args for `python -m trainer.task` from a settings knob dict; None is skipped."""
+    out: list[str] = []
+    for key, option in TRAINER_OPTIONS.items():
+        value = knobs.get(key)
+        if value is not None:
+            out += [option, str(value)]
+    return out
+
+
+# --------------------------------------------------------------------------- validating
+
+
+def snake_keys(obj: Any) -> Any:
+    """camelCase keys (REST JSON) -> snake_case (the SDK's dicts), recursively."""
+    if isinstance(obj, dict):
+        return {
+            _CAMEL.sub("_", k).lower() if isinstance(k, str) else k: snake_keys(v)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list):
+        return [snake_keys(v) for v in obj]
+    return obj
+
+
+def as_int(value: Any) -> int | None:
+    """Vertex's REST JSON writes int64 fields as strings ("1"); accept both, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _family(machine_type: str) -> str:
+    return machine_type.split("-", 1)[0].lower()
+
+
+def _vcpus(machine_type: str) -> int | None:
+    tail = machine_type.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _placeholder_problem(field: str, value: str, what: str) -> Problem | None:
+    ph = find_placeholder(value)
+    if not ph:
+        return None
+    if what == "project id":
+        fix = (
+            "put your real project id in (see `gcloud config list --format "
+            "'value(core.project)'`), or build the spec from the kit's settings."
+        )
+    elif what == "bucket":
+        fix = "put the name of a bucket you own in (the kit's is settings.bucket_uri)."
+    else:
+        fix = "replace it with the real value."
+    return Problem(field, f"contains the placeholder {ph!r} instead of a real {what}.", fix)
+
+
+def _check_image_uri(field: str, uri: str) -> list[Problem]:
+    problems: list[Problem] = []
+    host, _, path = uri.partition("/")
+    project = path.split("/", 1)[0]
+    ph = _placeholder_problem(field, uri, "project id")
+    if ph:
+        problems.append(ph)
+    if _GCR_HOST.match(host) and project not in GOOGLE_PUBLIC_GCR_PROJECTS:
+        problems.append(
+            Problem(
+                field,
+                f"{uri!r} is on Container Registry ({host}), which takes no pushes since "
+                "2025-03-18.",
+                "push the image to Artifact Registry and use "
+                "REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG (settings.image_uri; "
+                "`labkit.images` prints the build and push commands).",
+            )
+        )
+    elif host.endswith("-docker.pkg.dev") and len(path.split("/")) < 3:
+        problems.append(
+            Problem(
+                field,
+                f"{uri!r} is not an Artifact Registry image path.",
+                "use REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG.",
+            )
+        )
+    return problems
+
+
+def _check_machine(at: str, machine_spec: Any) -> tuple[list[Problem], int]:
+    """Problems of one pool's machine_spec, and its accelerator count (0 when none)."""
+    if not isinstance(machine_spec, dict) or not machine_spec.get("machine_type"):
+        return [
+            Problem(
+                f"{at}.machine_spec.machine_type",
+                "is missing; Vertex needs a machine type for every non-empty pool.",
+                'set it, e.g. "machine_spec": {"machine_type": "n1-standard-4"}.',
+            )
+        ], 0
+    problems: list[Problem] = []
+    machine = str(machine_spec["machine_type"])
+    family = _family(machine)
+    accel = machine_spec.get("accelerator_type") or None
+    if accel == NO_ACCELERATOR:
+        accel = None
+    raw_count = machine_spec.get("accelerator_count", 0)
+    count = as_int(raw_count)
+    f_type = f"{at}.machine_spec.accelerator_type"
+    f_count = f"{at}.machine_spec.accelerator_count"
+    if count is None or count < 0:
+        problems.append(
+            Problem(f_count, f"is {raw_count!r}, not a count.", "use 0 or a positive integer.")
+        )
+        return problems, 0
+    if count and not accel:
+        problems.append(
+            Problem(
+                f_count,
+                f"is {count} but no accelerator_type is set.",
+                'name the GPU, e.g. "accelerator_type": "NVIDIA_TESLA_T4", or drop the count.',
+            )
+        )
+        return problems, count
+    if accel and not count:
+        problems.append(
+            Problem(
+                f_count,
+                f"is missing or 0 while accelerator_type is {accel}.",
+                'set "accelerator_count" (e.g. 1), or remove accelerator_type for a CPU machine.',
+            )
+        )
+        return problems, 0
+    if accel and accel not in KNOWN_ACCELERATORS:
+        problems.append(
+            Problem(
+                f_type,
+                f"{accel!r} is not a Vertex AI GPU type this kit knows.",
+                f"use one of {', '.join(sorted(KNOWN_ACCELERATORS))}.",
+            )
+        )
+        return problems, count
+
+    if family == "n1":
+        if accel is None:
+            return problems, 0
+        limits = N1_GPU_VCPU_LIMITS.get(accel)
+        if limits is None:
+            problems.append(
+                Problem(
+                    f_type,
+                    f"{accel} cannot be attached to an N1 machine ({machine}); N1 takes "
+                    f"{', '.join(sorted(N1_GPU_VCPU_LIMITS))}.",
+                    f"use {_machine_for(accel)} for {accel}, or pick an N1 GPU.",
+                )
+            )
+        elif count not in limits:
+            problems.append(
+                Problem(
+                    f_count,
+                    f"{count} x {accel} is not a valid N1 configuration.",
+                    f"use one of {sorted(limits)}.",
+                )
+            )
+        else:
+            vcpus = _vcpus(machine)
+            if vcpus is not None and vcpus > limits[count]:
+                problems.append(
+                    Problem(
+                        f"{at}.machine_spec.machine_type",
+                        f"{machine} has {vcpus} vCPUs; {count} x {accel} allows at most "
+                        f"{limits[count]}.",
+                        "pick a smaller N1 machine or more GPUs.",
+                    )
+                )
+    elif family in ACCELERATOR_FAMILIES:
+        attached = ATTACHED_GPUS.get(machine)
+        if attached is None:
+            shapes = sorted(m for m in ATTACHED_GPUS if m.startswith(family + "-"))
+            problems.append(
+                Problem(
+                    f"{at}.machine_spec.machine_type",
+                    f"{machine!r} is not a known {family.upper()} shape.",
+                    f"use one of {', '.join(shapes)}.",
+                )
+            )
+        elif accel is None:
+            problems.append(
+                Problem(
+                    f_type,
+                    f"is missing; {machine} comes with {attached[1]} x {attached[0]} and Vertex "
+                    "wants them declared.",
+                    f'set "accelerator_type": "{attached[0]}", "accelerator_count": {attached[1]}.',
+                )
+            )
+        elif accel != attached[0]:
+            problems.append(
+                Problem(
+                    f_type,
+                    f"{accel} cannot run on {machine}, which carries {attached[0]}.",
+                    f"use {attached[0]}, or {_machine_for(accel)} for {accel}.",
+                )
+            )
+        elif count != attached[1]:
+            problems.append(
+                Problem(
+                    f_count,
+                    f"{machine} carries exactly {attached[1]} x {attached[0]}, not {count}.",
+                    f"set accelerator_count to {attached[1]} or pick the "
+                    f"{family.upper()} shape with {count} GPUs.",
+                )
+            )
+    elif accel is not None:
+        kind = "takes no GPUs" if family in CPU_ONLY_FAMILIES else "is not known to take GPUs"
+        problems.append(
+            Problem(
+                f_type,
+                f"machine family {family.upper()} ({machine}) {kind}.",
+                f"use {_machine_for(accel)} for {accel}, or remove the accelerator.",
+            )
+        )
+    return problems, count or 0
+
+
+def _machine_for(accel: str) -> str:
+    """Where a GPU type can go, for fix messages."""
+    if accel in N1_GPU_VCPU_LIMITS:
+        return "an N1 machine (e.g. n1-standard-8)"
+    shapes = [m for m, (gpu, _) in ATTACHED_GPUS.items() if gpu == accel]
+    return " / ".join(shapes[:4]) if shapes else "a machine that takes it"
+
+
+def _check_code_spec(at: str, pool: dict[str, Any]) -> list[Problem]:
+    container = pool.get("container_spec")
+    package = pool.get("python_package_spec")
+    if container and package:
+        return [
+            Problem(
+                at,
+                "has both container_spec and python_package_spec.",
+                "keep one: container_spec for the kit's image.",
+            )
+        ]
+    if not container and not package:
+        return [
+            Problem(
+                f"{at}.container_spec",
+                "is missing (and there is no python_package_spec): the pool has nothing to run.",
+                'add "container_spec": {"image_uri": "REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"}.',
+            )
+        ]
+    problems: list[Problem] = []
+    if container:
+        f = f"{at}.container_spec"
+        if not isinstance(container, dict) or not container.get("image_uri"):
+            return [Problem(f"{f}.image_uri", "is missing.", "set the trainer image URI.")]
+        problems += _check_image_uri(f"{f}.image_uri", str(container["image_uri"]))
+        problems += _check_args_env(f, container)
+    else:
+        f = f"{at}.python_package_spec"
+        for key in ("executor_image_uri", "python_module"):
+            if not package.get(key):
+                problems.append(Problem(f"{f}.{key}", "is missing.", f"set {key}."))
+        uris = package.get("package_uris") or []
+        if not uris:
+            problems.append(
+                Problem(f"{f}.package_uris", "is missing.", "list the gs:// URI of the sdist.")
+            )
+        for i, uri in enumerate(uris):
+            p = _placeholder_problem(f"{f}.package_uris[{i}]", str(uri), "bucket")
+            if p:
+                problems.append(p)
+        problems += _check_args_env(f, package)
+    return problems
+
+
+def _check_args_env(at: str, spec: dict[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    args = spec.get("args") or []
+    if isinstance(args, str):
+        return [Problem(f"{at}.args", "is one string.", 'use a list: ["--epochs", "2"].')]
+    for i, arg in enumerate(args):
+        what = "bucket" if "gs://" in str(arg) else "value"
+        p = _placeholder_problem(f"{at}.args[{i}]", str(arg), what)
+        if p:
+            problems.append(p)
+    for i, item in enumerate(spec.get("env") or []):
+        if not isinstance(item, dict) or "name" not in item:
+            problems.append(
+                Problem(f"{at}.env[{i}]", f"is {item!r}.", 'use {"name": "VAR", "value": "..."}.')
+            )
+            continue
+        value = str(item.get("value", ""))
+        what = "bucket" if "gs://" in value else "value"
+        p = _placeholder_problem(f"{at}.env[{i}].value", value, what)
+        if p:
+            problems.append(p)
+    return problems
+
+
+def validate_worker_pool_specs(specs: Any) -> list[Problem]:
+    """Every problem in a ``worker_pool_specs`` list (snake_case or camelCase keys)."""
+    field = "worker_pool_specs"
+    if not isinstance(specs, list):
+        return [
+            Problem(
+                field,
+                f"is a {type(specs).__name__}, not a list of pools.",
+                "wrap the pools in a list.",
+            )
+        ]
+    if not specs or all(p == {} for p in specs):
+        return [
+            Problem(
+                field,
+                "has no pools.",
+                "add pool 0 (the chief, replica_count 1) and, for MWMS, pool 1 (the workers).",
+            )
+        ]
+    problems: list[Problem] = []
+    if len(specs) > 4:
+        problems.append(
+            Problem(
+                field,
+                f"has {len(specs)} pools; Vertex takes at most 4 (chief, workers, "
+                "parameter servers, evaluators).",
+                "merge the extra pools.",
+            )
+        )
+    accelerators: dict[int, int] = {}
+    for i, raw in enumerate(specs):
+        at = f"{field}[{i}]"
+        if not isinstance(raw, dict):
+            problems.append(
+                Problem(at, f"is {raw!r}, not a pool.", "use a dict or {} as a placeholder.")
+            )
+            continue
+        pool = snake_keys(raw)
+        if not pool:
+            if i == 0:
+                problems.append(
+                    Problem(
+                        at, "is empty, but pool 0 is the chief.", "describe the chief in pool 0."
+                    )
+                )
+            continue
+        replicas = as_int(pool.get("replica_count"))
+        if i == 0 and replicas != 1:
+            problems.append(
+                Problem(
+                    f"{at}.replica_count",
+                    f"is {pool.get('replica_count')!r}; pool 0 is the chief and must have exactly 1 "
+                    "replica.",
+                    "set replica_count to 1 and put more machines in pool 1 (the workers).",
+                )
+            )
+        elif i > 0 and (replicas is None or replicas < 1):
+            problems.append(
+                Problem(
+                    f"{at}.replica_count",
+                    f"is {pool.get('replica_count')!r}; a non-empty pool needs at least 1 replica.",
+                    "set replica_count, or make the pool {} if it is a placeholder.",
+                )
+            )
+        machine_problems, count = _check_machine(at, pool.get("machine_spec"))
+        problems += machine_problems
+        accelerators[i] = count
+        problems += _check_code_spec(at, pool)
+    if 0 in accelerators and 1 in accelerators and accelerators[0] != accelerators[1]:
+        problems.append(
+            Problem(
+                f"{field}[1].machine_spec.accelerator_count",
+                f"the workers have {accelerators[1]} GPU(s) each but the chief has "
+                f"{accelerators[0]}; MultiWorkerMirroredStrategy wants the same number of GPUs "
+                "on every machine.",
+                "give pool 0 and pool 1 the same accelerator_count.",
+            )
+        )
+    return problems
+
+
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+def validate_document(doc: Any, *, require_kit_labels: bool = False) -> list[Problem]:
+    """Problems of a spec document: a bare pool list, or a dict with ``worker_pool_specs``
+    plus optional ``staging_bucket``, ``base_output_dir``, ``project``, ``display_name``
+    and ``labels``."""
+    if isinstance(doc, list):
+        return validate_worker_pool_specs(doc)
+    if not isinstance(doc, dict) or "worker_pool_specs" not in snake_keys(doc):
+        return [
+            Problem(
+                "worker_pool_specs",
+                "is missing from the document.",
+                'give a JSON list of pools, or {"worker_pool_specs": [...]}.',
+            )
+        ]
+    labels = doc.get("labels")
+    top = snake_keys({k: v for k, v in doc.items() if k != "labels"})
+    problems = validate_worker_pool_specs(top["worker_pool_specs"])
+    for key in ("staging_bucket", "base_output_dir"):
+        if top.get(key):
+            p = _placeholder_problem(key, str(top[key]), "bucket")
+            if p:
+                problems.append(p)
+    if top.get("project"):
+        p = _placeholder_problem("project", str(top["project"]), "project id")
+        if p:
+            problems.append(p)
+    if "display_name" in top and not top["display_name"]:
+        problems.append(Problem("display_name", "is empty.", "name the job."))
+    problems += _check_labels(labels, require_kit_labels)
+    return problems
+
+
+def _check_labels(labels: Any, require_kit_labels: bool) -> list[Problem]:
+    if labels is None:
+        labels = {}
+    if not isinstance(labels, dict):
+        return [Problem("labels", f"is {labels!r}.", 'use {"key": "value"}.')]
+    problems: list[Problem] = []
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(str(key)) or not _LABEL_VALUE.match(str(value)):
+            problems.append(
+                Problem(
+                    f"labels.{key}",
+                    f"{key}={value!r} is not a valid Google Cloud label.",
+                    "use lowercase letters, digits, '_' and '-', at most 63 characters, keys "
+                    "starting with a letter.",
+                )
+            )
+    if require_kit_labels and labels.get(KIT_LABEL_KEY) != KIT_LABEL_VALUE:
+        problems.append(
+            Problem(
+                f"labels.{KIT_LABEL_KEY}",
+                f"is missing: without {KIT_LABEL_KEY}={KIT_LABEL_VALUE} the cleanup cannot find "
+                "this job.",
+                "use settings.labels (build_job does).",
+            )
+        )
+    return problems
+
+
+def load_document(path: str | Path) -> Any:
+    """Read a spec JSON file, with an error that says what is wrong with the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecFileError(f"{path}: no such file. Pass the JSON file holding worker_pool_specs.")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise SpecFileError(
+            f"{path}: not valid JSON ({err}). Note that JSON wants double quotes and no "
+            "trailing commas, unlike the Python dicts in the codelab."
+        ) from err
+
+
+def pools_of(doc: Any) -> list[Any]:
+    """The pool list of a document (a bare list or a dict holding ``worker_pool_specs``)."""
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        snake = snake_keys({k: v for k, v in doc.items() if k != "labels"})
+        if isinstance(snake.get("worker_pool_specs"), list):
+            return snake["worker_pool_specs"]
+    raise SpecFileError('expected a list of pools or {"worker_pool_specs": [...]}.')
+
+
+def format_problems(problems: Sequence[Problem]) -> str:
+    if not problems:
+        return "ok"
+    lines = [f"{len(problems)} problem(s):"]
+    lines += [f"  {p}" for p in problems]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m labkit spec", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("validate", help="check a worker pool spec JSON file")
+    v.add_argument("file", help="JSON: a list of pools, or {'worker_pool_specs': [...], ...}")
+    v.add_argument(
+        "--require-labels",
+        action="store_true",
+        help=f"also require {KIT_LABEL_KEY}={KIT_LABEL_VALUE}",
+    )
+    b = sub.add_parser("build", help="print worker pool specs built from high-level choices")
+    b.add_argument("--image-uri", required=True)
+    b.add_argument("--workers", type=int, default=1)
+    b.add_argument("--machine-type", default="n1-standard-4")
+    b.add_argument("--chief-machine-type")
+    b.add_argument("--accelerator-type")
+    b.add_argument("--accelerator-count", type=int, default=0)
+    b.add_argument("--out", help="write the JSON here instead of stdout")
+    b.add_argument("args", nargs="*", help="container args after --")
+    ns = parser.parse_args(argv)
+
+    if ns.command == "validate":
+        try:
+            doc = load_document(ns.file)
+        except SpecFileError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        problems = validate_document(doc, require_kit_labels=ns.require_labels)
+        print(format_problems(problems))
+        return 2 if problems else 0
+
+    try:
+        specs = build_worker_pool_specs(
+            ns.image_uri,
+            workers=ns.workers,
+            machine_type=ns.machine_type,
+            chief_machine_type=ns.chief_machine_type,
+            accelerator_type=ns.accelerator_type,
+            accelerator_count=ns.accelerator_count,
+            args=ns.args,
+        )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    text = json.dumps({"worker_pool_specs": specs}, indent=2)
+    if ns.out:
+        Path(ns.out).write_text(text + "\n")
+        print(f"wrote {ns.out}")
+    else:
+        print(text)
+    problems = validate_worker_pool_specs(specs)
+    if problems:
+        print(format_problems(problems), file=sys.stderr)
+        return 2
+    return 0
