@@ -61,6 +61,7 @@ class TrainConfig:
     fine_tune_epochs: int = 0
     fine_tune_learning_rate: float = 1e-5
     dense_units: int = 1016
+    bn_momentum: float | None = None
     seed: int = 42
     model_dir: str = "outputs/model"
     checkpoint_dir: str = "outputs/checkpoints"
@@ -98,6 +99,8 @@ class TrainConfig:
             raise ConfigError(
                 "--fine-tune-epochs needs --freeze-base (fine-tuning unfreezes a frozen base)"
             )
+        if self.bn_momentum is not None and not 0.0 <= self.bn_momentum < 1.0:
+            raise ConfigError(f"--bn-momentum must be in [0, 1), got {self.bn_momentum}")
         if self.learning_rate <= 0:
             raise ConfigError(f"--learning-rate must be positive, got {self.learning_rate}")
         for name in ("cache", "mixed_precision", "xla"):
@@ -181,7 +184,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         default=d["batch_size"].default,
         help="per replica; global = this x replicas",
     )
-    g.add_argument("--epochs", type=int, default=d["epochs"].default)
+    g.add_argument("--epochs", type=int, default=d["epochs"].default, help="passes over the training data")
     g.add_argument(
         "--steps-per-epoch",
         type=int,
@@ -197,7 +200,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     g.add_argument(
         "--learning-rate", type=float, default=d["learning_rate"].default, help="Adam learning rate"
     )
-    g.add_argument("--seed", type=int, default=d["seed"].default)
+    g.add_argument("--seed", type=int, default=d["seed"].default, help="random seed for weights and shuffling")
     g.add_argument(
         "--mixed-precision",
         choices=("auto", "on", "off"),
@@ -224,6 +227,12 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         help="units of the Dense(relu) head layer",
     )
     g.add_argument(
+        "--bn-momentum",
+        type=float,
+        default=None,
+        help="BatchNorm moving-average momentum (default: Keras' 0.99); 0.9 suits runs of a few dozen steps",
+    )
+    g.add_argument(
         "--freeze-base", action="store_true", help="train only the head on a frozen backbone"
     )
     g.add_argument(
@@ -233,7 +242,10 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         help="after the frozen phase, unfreeze and train this many more epochs",
     )
     g.add_argument(
-        "--fine-tune-learning-rate", type=float, default=d["fine_tune_learning_rate"].default
+        "--fine-tune-learning-rate",
+        type=float,
+        default=d["fine_tune_learning_rate"].default,
+        help="Adam learning rate of the fine-tuning phase",
     )
     g = p.add_argument_group(
         "outputs (Vertex AI sets AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR)"

@@ -151,6 +151,7 @@ def run(config: TrainConfig) -> RunResult:
             weights=config.weights,
             dense_units=config.dense_units,
             freeze_base=config.freeze_base,
+            bn_momentum=config.bn_momentum,
         )
         model_lib.compile_model(model, config.learning_rate, jit_compile=jit)
 
