@@ -35,6 +35,8 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
         "epochs": 2,
         "steps_per_epoch": None,
         "weights": "imagenet",
+        "learning_rate": 1e-4,
+        "bn_momentum": None,
         "workers": 2,
         "machine_type": "n1-standard-4",
         "accelerator_type": None,
@@ -48,6 +50,8 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
         "epochs": 3,
         "steps_per_epoch": None,
         "weights": "none",
+        "learning_rate": 1e-3,  # from scratch, so a one-minute run gets somewhere
+        "bn_momentum": 0.9,  # see trainer.model.set_batchnorm_momentum
         "workers": 2,
         "machine_type": "n1-standard-4",
         "accelerator_type": None,

@@ -1,0 +1,115 @@
+"""The real trainer on the synthetic sample: it learns, saves a model that serves, resumes.
+
+Each run is a real `python -m trainer.task` process, as in the container.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trainer_runs import read_metrics, run_trainer, small_args
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(sample_for_jobs, tmp_path_factory):
+    """One single-process run with the local mode's knobs (shared by the checks below)."""
+    out = tmp_path_factory.mktemp("single")
+    proc = run_trainer(small_args(sample_for_jobs.tfds_data_dir, out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc, sample_for_jobs
+
+
+def test_accuracy_is_above_chance(trained):
+    out, _, _ = trained
+    metrics = read_metrics(out / "model")
+    assert metrics["replicas"] == 1 and metrics["task"] == "local" and metrics["is_chief"]
+    assert metrics["epochs_run"] == [0, 1, 2]
+    # 5 classes: chance is 0.20 and always answering the largest class scores 0.33.
+    assert metrics["final_metrics"]["val_accuracy"] > 0.45, metrics["history"]
+    assert metrics["images_per_sec"] > 0
+    assert len(metrics["history"]["loss"]) == 3
+
+
+def test_savedmodel_serves_raw_images(trained):
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    out, _, sample = trained
+    loaded = tf.saved_model.load(str(out / "model" / "savedmodel"))
+    serve = loaded.signatures["serving_default"]
+    test = tfds.load("cassava", split="test", data_dir=str(sample.tfds_data_dir), as_supervised=True)
+    images, labels = zip(*[(tf.image.resize(x, (96, 96)), y) for x, y in test.take(40)])
+    batch = tf.cast(tf.stack(images), tf.uint8)  # any size: the signature resizes
+    result = serve(images=batch)
+    probabilities = result["probabilities"].numpy()
+    assert probabilities.shape == (40, 5)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-4)
+    accuracy = float(np.mean(result["class_id"].numpy() == np.array(labels)))
+    assert accuracy > 0.35
+    assert {n.decode() for n in result["class_name"].numpy()} <= {"cbb", "cbsd", "cgm", "cmd", "healthy"}
+
+
+def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
+    import tensorflow as tf
+    import tf_keras
+
+    out, _, sample = trained
+    jpegs = sorted(Path(sample.images_dir, "test", "cmd").glob("*.jpg"))[:3]
+    loaded = tf.saved_model.load(str(out / "model" / "savedmodel"))
+    result = loaded.signatures["serve_jpeg"](image_bytes=tf.constant([p.read_bytes() for p in jpegs]))
+    assert result["probabilities"].shape == (3, 5)
+    model = tf_keras.models.load_model(out / "model" / "model.keras")
+    assert model.output_shape == (None, 5)
+
+
+def test_tensorboard_events_and_no_leftovers(trained):
+    out, proc, _ = trained
+    assert list((out / "logs").rglob("events.out.tfevents.*"))
+    assert not list(out.glob("workertemp_*"))
+    assert not list((out / "checkpoints").rglob("*.index")), "the backup should be deleted after success"
+    assert "saved model to" in proc.stdout
+
+
+def test_a_run_interrupted_after_epoch_1_resumes_at_epoch_2(sample_for_jobs, tmp_path):
+    args = small_args(sample_for_jobs.tfds_data_dir, tmp_path, **{"--steps-per-epoch": 3, "--validation-steps": 1})
+    fault = {"LAB_FAIL_AFTER_EPOCH": "1", "LAB_FAIL_TASK": "local"}
+    first = run_trainer(args, env=fault)
+    assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-2000:]
+    assert "FAULT INJECTED" in first.stdout
+    assert not (tmp_path / "model" / "savedmodel").exists()
+    assert list((tmp_path / "checkpoints").rglob("*.index")), "epoch 1 should have been backed up"
+
+    second = run_trainer(args, env=fault)  # same job restarted: the fault fires only once
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "resumed from backup at epoch 1" in second.stdout
+    metrics = read_metrics(tmp_path / "model")
+    assert metrics["epochs_run"] == [1, 2] and metrics["resumed_from_epoch"] == 1
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(tmp_path / "model" / "savedmodel"))
+    assert loaded.signatures["serving_default"](images=tf.zeros([1, 50, 60, 3], tf.uint8))["probabilities"].shape == (1, 5)
+
+
+@pytest.mark.parametrize(
+    "overrides, env, message",
+    [
+        ({}, {"TF_CONFIG": '{"cluster": {"worker": ["localhost:1"]}, "task": '}, "TF_CONFIG is not valid JSON"),
+        ({}, {"TF_CONFIG": '{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 3}}'},
+         "worker:3 is not in the cluster"),
+        ({"--weights": "/nonexistent/resnet50_notop.h5"}, {}, "weights file '/nonexistent/resnet50_notop.h5' does not exist"),
+        ({"--data": "tfds:no_such_dataset"}, {}, "no dataset of that name"),
+        ({"--model-dir": "gs://{your-gcs-bucket}/mwms"}, {}, "placeholder '{your-gcs-bucket}'"),
+        ({"--model-dir": "/proc/cannot-write-here/model"}, {}, "cannot be written"),
+    ],
+)
+def test_bad_input_fails_before_training_with_one_clear_message(sample_for_jobs, tmp_path, overrides, env, message):
+    proc = run_trainer(small_args(sample_for_jobs.tfds_data_dir, tmp_path, **overrides), env=env, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "Epoch 1/" not in proc.stdout  # nothing trained
+    assert not (tmp_path / "model" / "savedmodel").exists()
