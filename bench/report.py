@@ -1,0 +1,109 @@
+"""The one table `python -m bench` prints, and the run's metadata (machine, load, versions).
+
+The load average is recorded at the start and end of a run because these timings are only
+comparable between runs on a quiet machine; the ratios (measured side by side) hold better.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from labkit.paths import REPO_ROOT
+
+PACKAGES = ("tensorflow", "tf-keras", "tensorflow-datasets", "numpy", "pillow")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+def machine_info() -> dict[str, Any]:
+    """What the figures were measured on (cores, memory, load now, versions, commit)."""
+    import psutil
+
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "packages": {p: _version(p) for p in PACKAGES},
+        "git_commit": _git_commit(),
+    }
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        magnitude = abs(value)
+        if magnitude >= 100:
+            return f"{value:.0f}"
+        if magnitude >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def table_rows(sections: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
+    """(section, figure, value, target, met) rows: every summary figure, targets beside theirs."""
+    rows: list[tuple[str, str, str, str, str]] = []
+    for name, result in sections.items():
+        checks = {c["name"].split(".", 1)[1]: c for c in result.get("checks", [])}
+        if result.get("status") != "ok":
+            rows.append((name, "status", str(result.get("status"))[:70], "", ""))
+        for figure, value in result.get("summary", {}).items():
+            target = checks.pop(figure, None)
+            rows.append(
+                (
+                    name,
+                    figure,
+                    format_value(value),
+                    target["target"] if target else "",
+                    _met(target["met"]) if target else "",
+                )
+            )
+        for figure, target in checks.items():  # a target whose figure is not in the summary
+            rows.append(
+                (name, figure, format_value(target["value"]), target["target"], _met(target["met"]))
+            )
+    return rows
+
+
+def _met(met: bool | None) -> str:
+    return "n/a" if met is None else ("MET" if met else "NOT MET")
+
+
+def format_table(sections: Mapping[str, Mapping[str, Any]]) -> str:
+    header = ("section", "figure", "value", "target", "met")
+    rows = [header, *table_rows(sections)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

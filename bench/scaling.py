@@ -1,0 +1,140 @@
+"""Scaling: the shipped job (`python -m trainer.task`) as 1 and as 2 MultiWorkerMirroredStrategy
+workers on this machine, through `labkit.cluster.run_cluster` (Vertex's TF_CONFIG, localhost).
+
+As in the codelab the batch is per replica, so 2 workers train a global batch twice as
+large per step. Throughput is the trainer's own `images_per_sec` from the chief's
+`metrics.json` (median epoch after the first, per-epoch BackupAndRestore included).
+
+What it can and cannot show: on one machine both workers share its cores, so two workers
+cannot be faster than one using all of them; ``speedup`` (2-worker global images/s over
+1-worker) measures what synchronising costs: all-reducing ResNet50's ~25M gradients every
+step over localhost gRPC. ``efficiency`` = speedup / 2 is the figure that would apply to
+two machines only when each had the cores this one has.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.measure import BenchContext, check, child_env, median, ratio, section
+from labkit.cluster import run_cluster
+from labkit.paths import REPO_ROOT
+
+FULL = {"image_size": 64, "batch_size": 16, "steps_per_epoch": 8, "epochs": 3}
+QUICK = {"image_size": 32, "batch_size": 4, "steps_per_epoch": 2, "epochs": 2}
+WORKER_COUNTS = (1, 2)
+# Two workers splitting the same cores may lose at most 30% to synchronisation.
+TARGET_MIN_SPEEDUP_SAME_CORES = 0.7
+CLUSTER_TIMEOUT_S = 420
+DEFAULT_REPEATS = 1
+
+
+def trainer_command(tfds_data_dir: Path, out_dir: Path, params: dict[str, int]) -> list[str]:
+    """The container's entrypoint with bench-sized options (no validation, random weights)."""
+    return [
+        "python",
+        "-m",
+        "trainer.task",
+        "--data",
+        "tfds:cassava",
+        "--data-dir",
+        str(tfds_data_dir),
+        "--image-size",
+        str(params["image_size"]),
+        "--batch-size",
+        str(params["batch_size"]),
+        "--epochs",
+        str(params["epochs"]),
+        "--steps-per-epoch",
+        str(params["steps_per_epoch"]),
+        "--no-validation",
+        "--weights",
+        "none",
+        "--model-dir",
+        str(out_dir / "model"),
+        "--checkpoint-dir",
+        str(out_dir / "checkpoints"),
+        "--tensorboard-dir",
+        "none",
+        "--verbose",
+        "0",
+    ]
+
+
+def run_job(ctx: BenchContext, workers: int, params: dict[str, int], tag: str) -> dict[str, Any]:
+    """One local cluster run; its throughput from the chief's metrics.json."""
+    out_dir = ctx.scratch / "scaling" / tag
+    shutil.rmtree(out_dir, ignore_errors=True)
+    lines: list[str] = []
+    result = run_cluster(
+        trainer_command(ctx.tfds_data_dir, out_dir, params),
+        workers=workers,
+        logs_dir=out_dir / "logs",
+        timeout=CLUSTER_TIMEOUT_S,
+        env=child_env(),
+        cwd=REPO_ROOT,
+        sink=lines.append,
+    )
+    if not result.ok:
+        raise RuntimeError(f"{workers}-worker run {result.outcome}: {result.message[-600:]}")
+    metrics = json.loads((out_dir / "model" / "metrics.json").read_text())
+    shutil.rmtree(out_dir / "model", ignore_errors=True)  # ResNet50 copies: ~100 MB each
+    shutil.rmtree(out_dir / "checkpoints", ignore_errors=True)
+    return {
+        "workers": workers,
+        "replicas": metrics["replicas"],
+        "images_per_s": metrics["images_per_sec"],
+        "epoch_images_per_s": metrics.get("images_per_sec_per_epoch"),
+        "job_wall_s": result.wall_seconds,
+        "trainer_wall_s": metrics["wall_time_s"],
+    }
+
+
+def run(ctx: BenchContext) -> dict[str, Any]:
+    """1 and 2 workers, alternating, `DEFAULT_REPEATS` times (1: a cluster run costs minutes,
+    and the trainer's figure is already the median of the epochs after the first)."""
+    started = time.perf_counter()
+    params: dict[str, Any] = dict(QUICK if ctx.quick else FULL)
+    repeats = ctx.repeats_for(DEFAULT_REPEATS)
+    params["repeats"] = repeats
+    runs: list[dict[str, Any]] = []
+    for repeat in range(repeats):
+        for workers in WORKER_COUNTS:
+            try:
+                job = run_job(ctx, workers, params, f"w{workers}-r{repeat}")
+            except RuntimeError as err:
+                return section(f"error: {err}", params=params, runs=runs)
+            runs.append({"repeat": repeat, **job})
+    summary: dict[str, float | None] = {}
+    for workers in WORKER_COUNTS:
+        mine = [r for r in runs if r["workers"] == workers]
+        summary[f"workers{workers}.images_per_s"] = median([r["images_per_s"] for r in mine])
+        summary[f"workers{workers}.job_wall_s"] = median([r["job_wall_s"] for r in mine])
+    speedup = ratio(summary["workers2.images_per_s"], summary["workers1.images_per_s"])
+    summary["speedup_2_workers"] = speedup
+    summary["efficiency_2_workers"] = None if speedup is None else speedup / 2
+    checks = [
+        check(
+            "scaling.speedup_2_workers",
+            speedup,
+            f">= {TARGET_MIN_SPEEDUP_SAME_CORES} (2 workers sharing this machine's cores / 1)",
+            None if speedup is None else speedup >= TARGET_MIN_SPEEDUP_SAME_CORES,
+        )
+    ]
+    notes = [
+        f"{params['image_size']}x{params['image_size']}, batch {params['batch_size']} per replica, "
+        f"{params['steps_per_epoch']} steps x {params['epochs']} epochs; both workers share one "
+        "machine's cores, so this measures synchronisation overhead, not a cloud speedup."
+    ]
+    return section(
+        params=params,
+        summary=summary,
+        checks=checks,
+        runs=runs,
+        notes=notes,
+        wall_s=time.perf_counter() - started,
+    )

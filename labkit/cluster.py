@@ -1,0 +1,190 @@
+"""`python -m labkit cluster`: run a command as N local replicas of a multi-worker cluster.
+
+Each replica gets TF_CONFIG and CLUSTER_SPEC on free localhost ports exactly as Vertex AI
+writes them (`labkit.vertex_env`), output prefixed by its role, and a log file of its own
+(`labkit.supervisor`). With ``--chief`` the first replica is pool 0's ``chief`` and the
+others are pool 1's workers, as in the codelab's job; without it all N are ``worker``
+tasks (TensorFlow's layout, worker 0 acting as chief). One failing replica stops the rest
+within seconds; the exit status is 0 only when every replica succeeded.
+
+    python -m labkit cluster --workers 2 --chief --logs runs/logs -- python -m trainer.task --epochs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from labkit import supervisor, vertex_env
+from labkit.paths import lab_home
+
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+@dataclasses.dataclass
+class ClusterResult:
+    """What happened to each replica, and where their logs are."""
+
+    ok: bool
+    outcome: str  # succeeded | failed | timeout | cancelled
+    exit_codes: dict[str, int | None]
+    failed_role: str | None
+    message: str
+    logs: dict[str, Path]
+    tf_configs: dict[str, str]
+    wall_seconds: float
+
+    def log_text(self, role: str) -> str:
+        return self.logs[role].read_text(encoding="utf-8", errors="replace")
+
+
+def default_logs_dir() -> Path:
+    return lab_home() / "cluster" / time.strftime("%Y%m%d-%H%M%S")
+
+
+def run_cluster(
+    command: Sequence[str],
+    workers: int,
+    chief: bool = False,
+    logs_dir: str | Path | None = None,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    *,
+    base_output_dir: str | None = None,
+    sink: supervisor.Sink | None = None,
+    grace_seconds: float = supervisor.DEFAULT_GRACE_SECONDS,
+) -> ClusterResult:
+    """Start ``workers`` replicas of ``command`` and wait for them (see the module doc).
+
+    ``env`` is merged over this process's environment (minus any TF_CONFIG of its own).
+    ``base_output_dir`` also sets AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR
+    as Vertex would for that base output directory. Logs: ``<logs_dir>/<role>.log``.
+    """
+    if not command:
+        raise ValueError("no command given: put it after `--`, e.g. `-- python -m trainer.task`")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+    logs = Path(logs_dir) if logs_dir is not None else default_logs_dir()
+    counts = vertex_env.cluster_counts(workers, chief)
+    layout = vertex_env.plan_cluster(counts)
+    job = {"display_name": "labkit-cluster", "worker_pool_specs": _pool_summary(counts, command)}
+    base_env = vertex_env.without_vertex_variables(os.environ)
+    base_env.update(env or {})
+    base_env.setdefault("PYTHONUNBUFFERED", "1")  # stream the replicas' output as it comes
+    launches = []
+    for replica in layout.replicas:
+        replica_vars = vertex_env.replica_env(
+            layout, replica, job=job, base_output_dir=base_output_dir
+        )
+        launches.append(
+            supervisor.ReplicaLaunch(
+                role=replica.role,
+                argv=supervisor.with_current_python(command),
+                env={**base_env, **replica_vars},
+                log_path=logs / f"{replica.role}.log",
+                cwd=str(cwd) if cwd is not None else None,
+                header=f"# {replica.role} ({replica.pool_name}) TF_CONFIG={replica_vars['TF_CONFIG']}",
+            )
+        )
+    result = supervisor.supervise(
+        launches,
+        sink=sink,
+        timeout=timeout,
+        grace_seconds=grace_seconds,
+    )
+    return ClusterResult(
+        ok=result.ok,
+        outcome=result.outcome,
+        exit_codes=result.exit_codes,
+        failed_role=result.failed_role,
+        message=result.message,
+        logs={launch.role: launch.log_path for launch in launches},
+        tf_configs={launch.role: launch.env["TF_CONFIG"] for launch in launches},
+        wall_seconds=result.wall_seconds,
+    )
+
+
+def _pool_summary(counts: Sequence[int], command: Sequence[str]) -> list[dict]:
+    """The ``job`` field of TF_CONFIG: the pools as a job spec would list them."""
+    return [
+        {"replica_count": count, "container_spec": {"command": list(command)}} if count else {}
+        for count in counts
+    ]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m labkit cluster",
+        description="Run COMMAND as N local replicas with the TF_CONFIG Vertex AI would set.",
+        epilog="example: python -m labkit cluster --workers 2 --chief -- python -m trainer.task",
+    )
+    parser.add_argument("--workers", type=int, required=True, help="total number of replicas")
+    parser.add_argument(
+        "--chief",
+        action="store_true",
+        help="make the first replica pool 0's `chief` (as on Vertex); default: N `worker`s",
+    )
+    parser.add_argument(
+        "--logs", type=Path, help="folder for <role>.log (default: LAB_HOME/cluster/<time>)"
+    )
+    parser.add_argument("--timeout", type=float, help="stop every replica after S seconds")
+    parser.add_argument(
+        "--base-output-dir",
+        help="set AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR under this folder",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    return parser
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("no COMMAND given: add it after `--`, e.g. `-- python -m trainer.task`")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
+    if args.timeout is not None and args.timeout <= 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the replicas too
+    logs_dir = args.logs or default_logs_dir()
+    try:
+        result = run_cluster(
+            command,
+            workers=args.workers,
+            chief=args.chief,
+            logs_dir=logs_dir,
+            timeout=args.timeout,
+            base_output_dir=args.base_output_dir,
+        )
+    except KeyboardInterrupt:
+        print(f"[cluster] interrupted: stopped every replica; logs in {logs_dir}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except supervisor.ReplicaStartError as err:
+        print(f"[cluster] {err}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    codes = ", ".join(f"{role}={code}" for role, code in result.exit_codes.items())
+    if result.ok:
+        print(
+            f"[cluster] all {args.workers} replicas succeeded in {result.wall_seconds:.1f} s; logs in {logs_dir}"
+        )
+        return 0
+    print(f"[cluster] {result.outcome}: {result.message}", file=sys.stderr)
+    print(f"[cluster] exit codes: {codes}; logs in {logs_dir}", file=sys.stderr)
+    return EXIT_TIMEOUT if result.outcome == "timeout" else 1

@@ -1,0 +1,421 @@
+"""Runs one CustomJob: every replica of every pool as a local process, as Vertex would.
+
+Per attempt the whole cluster gets fresh ports and the Vertex environment of
+`labkit.vertex_env`; `labkit.supervisor` stops everything on the first failing replica.
+A failed attempt is retried as a whole when the job asks for it
+(``scheduling.restartJobOnWorkerRestart``) or the service was started with ``--restarts N``
+(standing for Vertex's automatic restarts). Because AIP_CHECKPOINT_DIR stays the same
+across attempts, a trainer using BackupAndRestore resumes where it was.
+
+``gs://BUCKET/path`` in the base output directory, args and env values becomes
+``<gcs root>/BUCKET/path`` (`labkit.paths.gcs_to_local`): `tf.io.gfile` cannot be pointed at
+a Cloud Storage emulator, so the trainer gets local paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import sys
+import tarfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from labkit import supervisor, vertex_env
+from labkit.emulator import dockerfile
+from labkit.emulator.store import TERMINAL_STATES, JobStore, now_rfc3339, write_json_atomic
+from labkit.emulator.validation import as_int, is_empty_pool, parse_duration, snake_keys
+from labkit.paths import gcs_to_local
+
+DEFAULT_JOB_TIMEOUT_S = 7 * 24 * 3600.0  # Vertex's default scheduling.timeout
+JOB_RESTART_LIMIT = 3  # restarts a job with restartJobOnWorkerRestart gets
+LINGER_AFTER_CHIEF_S = 60.0
+_GCS_RE = re.compile(r"gs://[^\s,;\"']+")
+
+# google.rpc.Code values in CustomJob.error (Vertex reports a failed replica with 3)
+CODE_CANCELLED = 1
+CODE_INVALID_ARGUMENT = 3
+CODE_DEADLINE_EXCEEDED = 4
+CODE_INTERNAL = 13
+CODE_UNAVAILABLE = 14
+
+
+class JobSetupError(Exception):
+    """The job cannot start (unknown image, missing package...); it fails with this message."""
+
+
+@dataclasses.dataclass
+class PoolPlan:
+    """How to start the replicas of one worker pool."""
+
+    pool: int
+    replica_count: int
+    argv: list[str]
+    env: dict[str, str]  # image ENV and the spec's env (gs:// mapped), not yet the cluster's
+    cwd: str
+    description: str
+
+
+def map_gcs(text: str, gcs_root: Path) -> str:
+    """Every ``gs://...`` in ``text`` replaced by the local folder standing for it."""
+    return _GCS_RE.sub(lambda m: gcs_to_local(m.group(0), gcs_root), text)
+
+
+def _env_list(items: list[dict[str, Any]] | None, gcs_root: Path) -> dict[str, str]:
+    return {item["name"]: map_gcs(str(item.get("value", "")), gcs_root) for item in items or []}
+
+
+def _container_pool(
+    index: int,
+    pool: dict[str, Any],
+    registry: dockerfile.ImageRegistry,
+    job_dir: Path,
+    gcs_root: Path,
+) -> PoolPlan:
+    spec = pool["containerSpec"]
+    try:
+        plan = registry.resolve(spec["imageUri"])
+        root = job_dir / "rootfs" / f"workerpool{index}"
+        cwd = dockerfile.build_rootfs(plan, root)
+    except dockerfile.ImageError as err:
+        raise JobSetupError(f"worker_pool_specs[{index}]: {err}") from err
+    args = [map_gcs(a, gcs_root) for a in spec.get("args") or []]
+    command = [map_gcs(a, gcs_root) for a in spec.get("command") or []]
+    argv = dockerfile.container_argv(plan, command or None, args or None)
+    env = {**dockerfile.container_env(plan, root), **_env_list(spec.get("env"), gcs_root)}
+    notes = "; ".join(plan.notes)
+    description = (
+        f"image {spec['imageUri']} -> build context {plan.context} "
+        f"(WORKDIR {plan.workdir} at {cwd}){'; ' + notes if notes else ''}"
+    )
+    return PoolPlan(index, as_int(pool.get("replicaCount")), argv, env, str(cwd), description)
+
+
+def _unpack_package(uri: str, target: Path, gcs_root: Path) -> str:
+    """A package URI as a PYTHONPATH entry: a folder, a wheel/zip, or an unpacked sdist."""
+    local = Path(gcs_to_local(uri, gcs_root))
+    if not local.exists():
+        raise JobSetupError(
+            f"python package {uri} not found (local path {local}); copy the package there first."
+        )
+    if local.is_dir() or local.suffix in (".whl", ".zip", ".egg"):
+        return str(local)
+    if local.name.endswith((".tar.gz", ".tgz", ".tar")):
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(local) as archive:
+            archive.extractall(target, filter="data")
+        tops = [p for p in target.iterdir() if p.is_dir()]
+        return str(tops[0] if len(tops) == 1 else target)
+    raise JobSetupError(f"python package {uri}: expected a .tar.gz sdist, a wheel or a folder")
+
+
+def _package_pool(index: int, pool: dict[str, Any], job_dir: Path, gcs_root: Path) -> PoolPlan:
+    spec = pool["pythonPackageSpec"]
+    work = job_dir / "work" / f"workerpool{index}"
+    work.mkdir(parents=True, exist_ok=True)
+    entries = [
+        _unpack_package(uri, job_dir / "packages" / f"{index}-{n}", gcs_root)
+        for n, uri in enumerate(spec.get("packageUris") or [])
+    ]
+    env = _env_list(spec.get("env"), gcs_root)
+    if entries:
+        env["PYTHONPATH"] = os.pathsep.join(entries + [os.environ.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+    argv = [sys.executable, "-m", spec["pythonModule"]] + [
+        map_gcs(a, gcs_root) for a in spec.get("args") or []
+    ]
+    description = (
+        f"python package {', '.join(spec.get('packageUris') or [])}: python -m {spec['pythonModule']} "
+        f"(executor image {spec.get('executorImageUri')} stands for the current Python)"
+    )
+    return PoolPlan(index, as_int(pool.get("replicaCount")), argv, env, str(work), description)
+
+
+def prepare_pools(
+    job: dict[str, Any], registry: dockerfile.ImageRegistry, job_dir: Path, gcs_root: Path
+) -> list[PoolPlan]:
+    plans = []
+    for index, pool in enumerate(job["jobSpec"]["workerPoolSpecs"]):
+        if is_empty_pool(pool):
+            continue
+        if pool.get("containerSpec"):
+            plans.append(_container_pool(index, pool, registry, job_dir, gcs_root))
+        else:
+            plans.append(_package_pool(index, pool, job_dir, gcs_root))
+    return plans
+
+
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+class JobRunner(threading.Thread):
+    """Runs one job to a terminal state in a background thread of the service."""
+
+    def __init__(
+        self,
+        name: str,
+        store: JobStore,
+        registry: dockerfile.ImageRegistry,
+        gcs_root: Path,
+        restarts: int,
+        service_stopping: threading.Event,
+        grace_seconds: float = supervisor.DEFAULT_GRACE_SECONDS,
+    ) -> None:
+        super().__init__(name=f"job-{name.rsplit('/', 1)[-1]}", daemon=True)
+        self.job_name = name
+        self.store = store
+        self.registry = registry
+        self.gcs_root = gcs_root
+        self.restarts = restarts
+        self.service_stopping = service_stopping
+        self.grace_seconds = grace_seconds
+        self.cancel = threading.Event()
+        self.deleting = False
+        self.job_dir = store.job_dir(name)
+
+    # ---- bookkeeping ----
+    def event(self, line: str) -> None:
+        """A line in the job's own log, echoed to the service's output (server.log)."""
+        self.store.append_event(self.job_name, f"[emulator] {line}")
+        print(f"{now_rfc3339()} [job {self.job_name.rsplit('/', 1)[-1]}] {line}", flush=True)
+
+    def set_state(self, state: str, **fields: Any) -> None:
+        if state in TERMINAL_STATES:
+            fields.setdefault("endTime", now_rfc3339())
+        self.store.update(self.job_name, state=state, **fields)
+        self.event(
+            f"state {state}" + (f": {fields['error']['message']}" if "error" in fields else "")
+        )
+
+    def _record_processes(self, pids: dict[str, int]) -> None:
+        import psutil
+
+        records = {}
+        for role, pid in pids.items():
+            try:
+                records[role] = {"pid": pid, "create_time": psutil.Process(pid).create_time()}
+            except psutil.NoSuchProcess:
+                continue
+        if self.job_dir.is_dir():
+            write_json_atomic(self.job_dir / "processes.json", records)
+        self.event("started " + ", ".join(f"{role} (pid {pid})" for role, pid in pids.items()))
+
+    def _job_sink(self) -> supervisor.Sink:
+        """Every replica's lines, time-stamped, in one file (like the job's Cloud Logging view)."""
+        path = self.job_dir / "job.log"
+
+        def write(line: str) -> None:
+            if self.job_dir.is_dir():
+                with open(path, "a", encoding="utf-8") as log:
+                    log.write(f"{now_rfc3339()} {line}\n")
+
+        return write
+
+    # ---- the run ----
+    def run(self) -> None:
+        try:
+            self._run()
+        except Exception:  # never leave a job RUNNING because of a bug here
+            self.set_state(
+                "JOB_STATE_FAILED",
+                error=_error(CODE_INTERNAL, "local service error:\n" + traceback.format_exc()),
+            )
+        finally:
+            (self.job_dir / "processes.json").unlink(missing_ok=True)
+
+    def _restart_budget(self, scheduling: dict[str, Any]) -> int:
+        """How often a failed cluster is started again: ``--restarts N``, or at least
+        `JOB_RESTART_LIMIT` when the job sets ``restartJobOnWorkerRestart``."""
+        if scheduling.get("restartJobOnWorkerRestart"):
+            return max(self.restarts, JOB_RESTART_LIMIT)
+        return self.restarts
+
+    def _map_output_dir(self, spec: dict[str, Any]) -> str | None:
+        """The local folder for the base output directory, recorded in the job (both names)."""
+        base_uri = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
+        if not base_uri:
+            return None
+        base_local = gcs_to_local(base_uri, self.gcs_root)
+        Path(base_local).mkdir(parents=True, exist_ok=True)
+        self.store.update(
+            self.job_name,
+            labkitLocal={
+                "baseOutputDirectory": base_uri,
+                "localOutputDirectory": base_local,
+                "logsDirectory": str(self.job_dir / "logs"),
+            },
+        )
+        self.event(f"output {base_uri} -> {base_local}")
+        return base_local
+
+    def _run(self) -> None:
+        job = self.store.get(self.job_name)
+        spec = job["jobSpec"]
+        scheduling = spec.get("scheduling") or {}
+        timeout = (
+            parse_duration(scheduling["timeout"])
+            if scheduling.get("timeout")
+            else DEFAULT_JOB_TIMEOUT_S
+        )
+        restart_budget = self._restart_budget(scheduling)
+        base_local = self._map_output_dir(spec)
+        try:
+            pools = prepare_pools(job, self.registry, self.job_dir, self.gcs_root)
+        except JobSetupError as err:
+            self.set_state("JOB_STATE_FAILED", error=_error(CODE_INVALID_ARGUMENT, str(err)))
+            return
+        for plan in pools:
+            self.event(f"workerpool{plan.pool} x{plan.replica_count}: {plan.description}")
+            self.event(f"workerpool{plan.pool} command: {' '.join(plan.argv)}")
+
+        deadline = time.monotonic() + timeout
+        attempts = 1 + restart_budget
+        for attempt in range(1, attempts + 1):
+            if self.cancel.is_set():
+                self._finish_cancelled()
+                return
+            fields = {} if job.get("startTime") else {"startTime": now_rfc3339()}
+            job = self.store.update(self.job_name, state="JOB_STATE_RUNNING", **fields) or job
+            self.event(f"state JOB_STATE_RUNNING (attempt {attempt} of {attempts})")
+            try:
+                result, pool_names = self._attempt(
+                    job, pools, base_local, attempt, attempts, deadline
+                )
+            except supervisor.ReplicaStartError as err:
+                self.set_state("JOB_STATE_FAILED", error=_error(CODE_INVALID_ARGUMENT, str(err)))
+                return
+            if result.ok:
+                self.set_state("JOB_STATE_SUCCEEDED")
+                return
+            if result.outcome == "cancelled":
+                self._finish_cancelled()
+                return
+            if result.outcome == "timeout":
+                self.set_state(
+                    "JOB_STATE_FAILED",
+                    error=_error(
+                        CODE_DEADLINE_EXCEEDED,
+                        f"The job ran past its scheduling.timeout of {timeout:g}s; every "
+                        "replica was stopped.",
+                    ),
+                )
+                return
+            culprit = next(r for r in result.replicas if r.role == result.failed_role)
+            if attempt < attempts:
+                self.event(
+                    f"replica {pool_names[culprit.role]} ({culprit.role}) "
+                    f"{supervisor.describe_exit(culprit.returncode)}: restarting the whole "
+                    f"cluster (restart {attempt} of {restart_budget})"
+                )
+                continue
+            self.set_state(
+                "JOB_STATE_FAILED",
+                error=_error(CODE_INVALID_ARGUMENT, self._failure(culprit, pool_names)),
+            )
+            return
+
+    def _attempt(
+        self,
+        job: dict[str, Any],
+        pools: list[PoolPlan],
+        base_local: str | None,
+        attempt: int,
+        attempts: int,
+        deadline: float,
+    ) -> tuple[supervisor.SupervisorResult, dict[str, str]]:
+        counts = [0] * (max(p.pool for p in pools) + 1)
+        for plan in pools:
+            counts[plan.pool] = plan.replica_count
+        layout = vertex_env.plan_cluster(counts)
+        by_pool = {plan.pool: plan for plan in pools}
+        job_field = snake_keys(
+            {
+                "workerPoolSpecs": job["jobSpec"]["workerPoolSpecs"],
+                "baseOutputDirectory": job["jobSpec"].get("baseOutputDirectory", {}),
+            }
+        )
+        base_env = vertex_env.without_vertex_variables(os.environ)
+        base_env["PYTHONUNBUFFERED"] = "1"  # logs arrive line by line, as Cloud Logging shows them
+        base_env["PATH"] = dockerfile.host_path_env()
+        launches, pool_names = [], {}
+        for replica in layout.replicas:
+            plan = by_pool[replica.pool]
+            cluster_vars = vertex_env.replica_env(
+                layout, replica, job=job_field, base_output_dir=base_local
+            )
+            env = {**base_env, **cluster_vars, **plan.env}
+            pool_names[replica.role] = f"{replica.pool_name}-{replica.index}"
+            launches.append(
+                supervisor.ReplicaLaunch(
+                    role=replica.role,
+                    argv=plan.argv,
+                    env=env,
+                    log_path=self.job_dir / "logs" / f"{replica.role}.log",
+                    cwd=plan.cwd,
+                    header=(
+                        f"===== {now_rfc3339()} attempt {attempt} of {attempts}: {replica.role} "
+                        f"({replica.pool_name}-{replica.index}) TF_CONFIG={cluster_vars['TF_CONFIG']}"
+                    ),
+                )
+            )
+        primary = ["chief-0"] if counts[0] else None
+        result = supervisor.supervise(
+            launches,
+            sink=self._job_sink(),
+            timeout=max(deadline - time.monotonic(), 0.001),
+            cancel=self.cancel,
+            primary_roles=primary,
+            linger_seconds=LINGER_AFTER_CHIEF_S,
+            grace_seconds=self.grace_seconds,
+            on_started=self._record_processes,
+        )
+        (self.job_dir / "processes.json").unlink(missing_ok=True)
+        for outcome in result.replicas:
+            self.event(
+                f"attempt {attempt}: {outcome.role} {supervisor.describe_exit(outcome.returncode)}"
+                + (" (stopped by the service)" if outcome.stopped else "")
+            )
+        return result, pool_names
+
+    def _failure(self, culprit: supervisor.ReplicaOutcome, pool_names: dict[str, str]) -> str:
+        """Vertex's wording, plus the replica's role and the tail of its log."""
+        code = culprit.returncode
+        if code is not None and code > 0:
+            what = f"exited with a non-zero status of {code}"
+        else:
+            what = supervisor.describe_exit(code)
+        tail = "\n".join(culprit.tail) or "(no output)"
+        return (
+            f"The replica {pool_names[culprit.role]} ({culprit.role}) {what}. "
+            f"Its log: {culprit.log_path}\n--- last lines of {culprit.role} ---\n{tail}"
+        )
+
+    def _finish_cancelled(self) -> None:
+        if self.deleting:
+            return
+        if self.service_stopping.is_set():
+            self.set_state(
+                "JOB_STATE_FAILED",
+                error=_error(
+                    CODE_UNAVAILABLE,
+                    "The local Vertex AI service was stopped while this job ran; every replica "
+                    "was stopped. Submit the job again.",
+                ),
+            )
+        else:
+            self.set_state("JOB_STATE_CANCELLED", error=_error(CODE_CANCELLED, "CANCELED"))
+
+
+def read_processes(job_dir: Path) -> dict[str, dict[str, Any]]:
+    path = job_dir / "processes.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}

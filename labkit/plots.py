@@ -1,0 +1,224 @@
+"""The lab's charts. Each function takes plain data and returns a matplotlib Figure.
+
+Figures are closed in pyplot before they are returned, so a notebook shows each one once
+(as the cell's value) and a test can inspect or save it without a display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+
+def _done(fig: Figure) -> Figure:
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def _check_same_length(**named: Sequence[Any]) -> None:
+    lengths = {name: len(values) for name, values in named.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"these must have the same length: {lengths}")
+
+
+def class_distribution(
+    counts: Mapping[str, Sequence[int]],
+    class_names: Sequence[str],
+    reference: Mapping[str, int] | None = None,
+    highlight: Sequence[str] = ("cmd", "cbsd"),
+) -> Figure:
+    """Bars of images per class for each split, and the class shares next to a reference
+    (the real training split), with the ``highlight`` classes' combined share in the title."""
+    if not counts:
+        raise ValueError("counts is empty: pass {split: [images per class]}")
+    for split, values in counts.items():
+        _check_same_length(**{f"counts[{split!r}]": values, "class_names": class_names})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    x = np.arange(len(class_names))
+    width = 0.8 / len(counts)
+    for i, (split, values) in enumerate(counts.items()):
+        left.bar(x + i * width, values, width, label=f"{split} ({sum(values)})")
+    left.set_xticks(x + width * (len(counts) - 1) / 2, class_names)
+    left.set_ylabel("images")
+    left.set_title("Images per class and split")
+    left.legend()
+
+    first = "train" if "train" in counts else next(iter(counts))
+    shares = np.array(counts[first], dtype=float) / max(sum(counts[first]), 1)
+    right.bar(x - 0.2, shares * 100, 0.4, label=f"this data ({first})")
+    title = "Class share (%)"
+    picked = [class_names.index(c) for c in highlight if c in class_names]
+    if reference:
+        ref = np.array([reference.get(c, 0) for c in class_names], dtype=float)
+        ref_shares = ref / max(ref.sum(), 1)
+        right.bar(x + 0.2, ref_shares * 100, 0.4, label="real cassava (train)")
+        if picked:
+            title += (
+                f": {' + '.join(class_names[i] for i in picked)} = "
+                f"{shares[picked].sum():.1%} here, {ref_shares[picked].sum():.1%} in the real data"
+            )
+    elif picked:
+        title += f": {' + '.join(class_names[i] for i in picked)} = {shares[picked].sum():.1%}"
+    right.set_xticks(x, class_names)
+    right.set_title(title, fontsize=10)
+    right.legend()
+    return _done(fig)
+
+
+def examples_grid(
+    images: Sequence[np.ndarray], labels: Sequence[int], class_names: Sequence[str]
+) -> Figure:
+    """One row per class, its example images side by side, with their sizes."""
+    _check_same_length(images=images, labels=labels)
+    if not images:
+        raise ValueError("no images to show")
+    rows = sorted(set(labels))
+    per_row = max(sum(1 for y in labels if y == r) for r in rows)
+    fig, axes = plt.subplots(
+        len(rows), per_row, figsize=(2.2 * per_row, 2.2 * len(rows)), squeeze=False
+    )
+    for ax in axes.flat:
+        ax.axis("off")
+    for r, cls in enumerate(rows):
+        mine = [img for img, y in zip(images, labels, strict=True) if y == cls]
+        for c, img in enumerate(mine):
+            ax = axes[r][c]
+            ax.imshow(img)
+            ax.set_title(f"{class_names[cls]}  {img.shape[1]}x{img.shape[0]}", fontsize=8)
+    return _done(fig)
+
+
+def image_size_distribution(sizes: Sequence[tuple[int, int]], target: int = 300) -> Figure:
+    """Widths against heights of the images, with the square size the model is fed."""
+    if not sizes:
+        raise ValueError("no image sizes to plot")
+    heights = np.array([h for h, _ in sizes])
+    widths = np.array([w for _, w in sizes])
+    fig, (scatter, hist) = plt.subplots(1, 2, figsize=(11, 4))
+    scatter.scatter(widths, heights, s=8, alpha=0.5)
+    scatter.scatter([target], [target], marker="s", s=60, color="red", label=f"{target}x{target}")
+    scatter.set_xlabel("width (px)")
+    scatter.set_ylabel("height (px)")
+    scatter.set_title(f"Image sizes ({len(sizes)} images)")
+    scatter.legend()
+    ratios = widths / heights
+    hist.hist(ratios, bins=20)
+    hist.axvline(1.0, color="red", label="square (what resizing produces)")
+    hist.set_xlabel("aspect ratio width / height")
+    hist.set_title("Aspect ratios: resizing to a square stretches most images")
+    hist.legend()
+    return _done(fig)
+
+
+def resize_before_after(original: np.ndarray, resized: Mapping[str, np.ndarray]) -> Figure:
+    """The original picture next to what each resize turns it into (labelled by size)."""
+    fig, axes = plt.subplots(1, 1 + len(resized), figsize=(4 * (1 + len(resized)), 4))
+    axes = np.atleast_1d(axes)
+    axes[0].imshow(original)
+    axes[0].set_title(f"original {original.shape[1]}x{original.shape[0]}")
+    for ax, (label, image) in zip(axes[1:], resized.items(), strict=True):
+        ax.imshow(image)
+        ax.set_title(f"{label}: {image.shape[1]}x{image.shape[0]} {image.dtype}")
+    for ax in axes:
+        ax.axis("off")
+    return _done(fig)
+
+
+def learning_curves(history: Mapping[str, Sequence[float]], title: str = "") -> Figure:
+    """Loss and accuracy per epoch, training and validation."""
+    if not history.get("loss"):
+        raise ValueError("history has no 'loss': pass RunResult.history")
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    epochs = np.arange(1, len(history["loss"]) + 1)
+    for ax, metric in ((loss_ax, "loss"), (acc_ax, "accuracy")):
+        for key, style in ((metric, "o-"), (f"val_{metric}", "s--")):
+            if history.get(key):
+                ax.plot(epochs[: len(history[key])], history[key], style, label=key)
+        ax.set_xlabel("epoch")
+        ax.set_xticks(epochs)
+        ax.set_title(f"{title} {metric}".strip())
+        ax.legend()
+    acc_ax.axhline(0.2, color="grey", linestyle=":", label="chance (5 classes)")
+    acc_ax.legend()
+    return _done(fig)
+
+
+def confusion_counts(y_true: Sequence[int], y_pred: Sequence[int], n: int) -> np.ndarray:
+    """n x n counts: row = true class, column = predicted class."""
+    _check_same_length(y_true=y_true, y_pred=y_pred)
+    matrix = np.zeros((n, n), dtype=int)
+    for t, p in zip(y_true, y_pred, strict=True):
+        matrix[int(t), int(p)] += 1
+    return matrix
+
+
+def confusion_matrix(
+    y_true: Sequence[int], y_pred: Sequence[int], class_names: Sequence[str], title: str = ""
+) -> Figure:
+    """Counts of (true, predicted) pairs; the diagonal is what the model got right."""
+    matrix = confusion_counts(y_true, y_pred, len(class_names))
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.imshow(matrix, cmap="Blues")
+    for (t, p), value in np.ndenumerate(matrix):
+        colour = "white" if value > matrix.max() / 2 else "black"
+        ax.text(p, t, str(value), ha="center", va="center", color=colour)
+    ax.set_xticks(range(len(class_names)), class_names)
+    ax.set_yticks(range(len(class_names)), class_names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    right = int(np.trace(matrix))
+    ax.set_title(f"{title} {right}/{matrix.sum()} right".strip())
+    return _done(fig)
+
+
+def predictions_grid(
+    images: Sequence[np.ndarray],
+    y_true: Sequence[int],
+    y_pred: Sequence[int],
+    class_names: Sequence[str],
+    probabilities: Sequence[Sequence[float]] | None = None,
+    columns: int = 4,
+) -> Figure:
+    """Each image with its true and predicted class (green when right, red when wrong)."""
+    _check_same_length(images=images, y_true=y_true, y_pred=y_pred)
+    if not images:
+        raise ValueError("no images to show")
+    rows = -(-len(images) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3 * columns, 3.2 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for i, (ax, image, t, p) in enumerate(zip(axes.flat, images, y_true, y_pred, strict=False)):
+        ax.imshow(image)
+        confidence = f" {probabilities[i][p]:.0%}" if probabilities is not None else ""
+        ax.set_title(
+            f"true {class_names[t]}\npredicted {class_names[p]}{confidence}",
+            color="green" if t == p else "red",
+            fontsize=9,
+        )
+    return _done(fig)
+
+
+def compare_runs(
+    runs: Mapping[str, Mapping[str, float | None]],
+    metrics: Sequence[tuple[str, str]] = (
+        ("images_per_sec", "training images/s"),
+        ("val_accuracy", "validation accuracy"),
+        ("wall_time_s", "wall time (s)"),
+    ),
+) -> Figure:
+    """One panel per metric, one bar per run (e.g. the baseline and the 2-worker run)."""
+    if not runs:
+        raise ValueError("no runs to compare")
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.8))
+    names = list(runs)
+    for ax, (key, label) in zip(np.atleast_1d(axes), metrics, strict=True):
+        values = [float(runs[n].get(key) or 0.0) for n in names]
+        bars = ax.bar(names, values, color=["tab:blue", "tab:orange", "tab:green"][: len(names)])
+        ax.bar_label(bars, fmt="%.3g")
+        ax.set_title(label)
+    return _done(fig)

@@ -1,0 +1,314 @@
+"""Run a group of replica processes as one unit: all succeed, or all stop.
+
+A multi-worker job is only useful while every replica runs: when one dies, the others
+block in their next collective forever. `supervise` is the single place (shared by
+`labkit cluster` and the local Vertex AI service) that starts the replicas, streams their
+output with a role prefix to a sink and to one log file per replica, and on the first
+failure, a timeout, a cancel or Ctrl-C stops every other replica: SIGTERM to its process
+group, then SIGKILL after a grace period. Each replica gets its own session and process
+group, so whatever it spawns is stopped with it and nothing outlives `supervise`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+OUTCOMES = ("succeeded", "failed", "timeout", "cancelled")
+POLL_SECONDS = 0.05
+DEFAULT_GRACE_SECONDS = 5.0
+DEFAULT_TAIL_LINES = 20
+
+Sink = Callable[[str], None]
+
+
+@dataclasses.dataclass
+class ReplicaLaunch:
+    """What to start for one replica. ``env`` is its complete environment."""
+
+    role: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    cwd: str | None = None
+    header: str = ""  # written to the log file (not the sink) before the first output line
+
+
+@dataclasses.dataclass
+class ReplicaOutcome:
+    role: str
+    pid: int
+    log_path: Path
+    returncode: int | None = None  # negative: killed by that signal number
+    stopped: bool = False  # True when the supervisor stopped it (it did not exit by itself)
+    tail: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class SupervisorResult:
+    outcome: str  # one of OUTCOMES
+    replicas: list[ReplicaOutcome]
+    failed_role: str | None
+    message: str
+    wall_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "succeeded"
+
+    @property
+    def exit_codes(self) -> dict[str, int | None]:
+        return {r.role: r.returncode for r in self.replicas}
+
+
+class ReplicaStartError(RuntimeError):
+    """A replica's command could not be started (missing program, bad working directory)."""
+
+
+class _Replica:
+    """A running replica: its process, its log file and the thread copying its output."""
+
+    def __init__(self, launch: ReplicaLaunch, sink: Sink, tail_lines: int) -> None:
+        self.launch = launch
+        self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
+        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log: TextIO = open(launch.log_path, "a", encoding="utf-8")  # noqa: SIM115
+        if launch.header:
+            self.log.write(launch.header.rstrip("\n") + "\n")
+            self.log.flush()
+        try:
+            self.proc = subprocess.Popen(
+                launch.argv,
+                env=launch.env,
+                cwd=launch.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: killpg reaches its children too
+            )
+        except OSError as err:
+            self.log.write(f"cannot start: {err}\n")
+            self.log.close()
+            raise ReplicaStartError(
+                f"cannot start replica {launch.role}: {err} (command: {' '.join(launch.argv)}, "
+                f"working directory: {launch.cwd or os.getcwd()})"
+            ) from err
+        self.stopped = False
+        self.exited_at: float | None = None
+        self.reader = threading.Thread(
+            target=self._copy_output, args=(sink,), name=f"log-{launch.role}", daemon=True
+        )
+        self.reader.start()
+
+    def _copy_output(self, sink: Sink) -> None:
+        assert self.proc.stdout is not None
+        prefix = f"[{self.launch.role}] "
+        for raw in iter(self.proc.stdout.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            self.tail.append(line)
+            self.log.write(line + "\n")
+            self.log.flush()
+            sink(prefix + line)
+        self.proc.stdout.close()
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # group gone already
+            os.killpg(self.proc.pid, sig)
+
+    def finish(self) -> None:
+        self.reader.join(timeout=5)
+        self.log.close()
+
+    def outcome(self) -> ReplicaOutcome:
+        return ReplicaOutcome(
+            role=self.launch.role,
+            pid=self.proc.pid,
+            log_path=self.launch.log_path,
+            returncode=self.proc.returncode,
+            stopped=self.stopped,
+            tail=list(self.tail),
+        )
+
+
+PYTHON_NAMES = frozenset(
+    {
+        "python",
+        "python3",
+        f"python3.{sys.version_info.minor}",
+        "/usr/bin/python",
+        "/usr/bin/python3",
+        "/usr/local/bin/python",
+        "/usr/local/bin/python3",
+    }
+)
+
+
+def with_current_python(argv: Sequence[str]) -> list[str]:
+    """``argv`` with a leading ``python`` replaced by this interpreter.
+
+    Replicas must run in the kit's environment (its TensorFlow, its editable packages)
+    even when the virtualenv is not activated, as in `make lab` or a Jupyter kernel.
+    """
+    argv = list(argv)
+    if argv and argv[0] in PYTHON_NAMES:
+        argv[0] = sys.executable
+    return argv
+
+
+def print_sink(stream: TextIO | None = None) -> Sink:
+    """A sink that prints lines to ``stream`` (stdout by default), one writer at a time."""
+    lock = threading.Lock()
+
+    def write(line: str) -> None:
+        with lock:
+            out = stream or sys.stdout
+            out.write(line + "\n")
+            out.flush()
+
+    return write
+
+
+def stop_replicas(replicas: Iterable[_Replica], grace_seconds: float) -> None:
+    """SIGTERM every live replica's group, wait ``grace_seconds``, then SIGKILL the rest."""
+    live = [r for r in replicas if r.proc.poll() is None]
+    for r in live:
+        r.stopped = True
+        r.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
+    while time.monotonic() < deadline and any(r.proc.poll() is None for r in live):
+        time.sleep(POLL_SECONDS)
+    for r in live:
+        if r.proc.poll() is None:
+            r.signal_group(signal.SIGKILL)
+            r.proc.wait()
+
+
+def supervise(
+    launches: Sequence[ReplicaLaunch],
+    *,
+    sink: Sink | None = None,
+    timeout: float | None = None,
+    cancel: threading.Event | None = None,
+    primary_roles: Iterable[str] | None = None,
+    linger_seconds: float = 60.0,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    tail_lines: int = DEFAULT_TAIL_LINES,
+    on_started: Callable[[Mapping[str, int]], None] | None = None,
+) -> SupervisorResult:
+    """Start every launch, wait for all of them, and stop them all on the first problem.
+
+    - Any replica exiting non-zero stops the rest and makes the outcome ``failed``; the
+      message names that replica and ends with the tail of its log.
+    - ``timeout`` (seconds, for the whole group) -> ``timeout``; ``cancel`` set -> ``cancelled``.
+    - ``primary_roles``: Vertex ends a job when its primary replica (pool 0) finishes, even
+      if parameter servers or evaluators would run on; after all primary roles exit 0 the
+      rest get ``linger_seconds`` to finish and are then stopped. None: all must exit.
+    - Ctrl-C (or any exception) stops everything and re-raises.
+    ``on_started`` receives ``{role: pid}`` once all are started (the emulator records them).
+    """
+    if not launches:
+        raise ValueError("supervise needs at least one replica to launch")
+    roles = [launch.role for launch in launches]
+    if len(set(roles)) != len(roles):
+        raise ValueError(f"replica roles must be unique, got {roles}")
+    primary = set(primary_roles or ())
+    if primary - set(roles):
+        raise ValueError(f"primary roles {sorted(primary - set(roles))} are not replicas")
+
+    write = sink or print_sink()
+    lock = threading.Lock()
+
+    def locked_sink(line: str) -> None:
+        with lock:
+            write(line)
+
+    started = time.monotonic()
+    running: list[_Replica] = []
+    outcome, failed_role, message = "succeeded", None, ""
+    try:
+        for launch in launches:
+            running.append(_Replica(launch, locked_sink, tail_lines))
+        if on_started:
+            on_started({r.launch.role: r.proc.pid for r in running})
+        linger_deadline: float | None = None
+        while True:
+            now = time.monotonic()
+            for r in running:
+                if r.exited_at is None and r.proc.poll() is not None:
+                    r.exited_at = now
+            failed = sorted(
+                (r for r in running if r.exited_at is not None and r.proc.returncode != 0),
+                key=lambda r: r.exited_at or 0.0,
+            )
+            if failed:
+                culprit = failed[0]
+                outcome, failed_role = "failed", culprit.launch.role
+                break
+            if all(r.exited_at is not None for r in running):
+                break
+            primary_done = primary and all(
+                r.exited_at is not None for r in running if r.launch.role in primary
+            )
+            if primary_done and linger_deadline is None:
+                linger_deadline = now + linger_seconds
+            if linger_deadline is not None and now >= linger_deadline:
+                break  # the primary finished: Vertex ends the job; stop the rest below
+            if timeout is not None and now - started >= timeout:
+                outcome = "timeout"
+                message = f"timed out after {timeout:g} s; stopped every replica"
+                break
+            if cancel is not None and cancel.is_set():
+                outcome = "cancelled"
+                message = "cancelled; stopped every replica"
+                break
+            time.sleep(POLL_SECONDS)
+        stop_replicas(running, grace_seconds)
+    except BaseException:
+        stop_replicas(running, grace_seconds)
+        raise
+    finally:
+        for r in running:
+            r.signal_group(signal.SIGKILL)  # leftovers of replicas that exited by themselves
+            r.finish()
+
+    outcomes = [r.outcome() for r in running]
+    if outcome == "failed":
+        culprit_outcome = next(o for o in outcomes if o.role == failed_role)
+        message = failure_message(culprit_outcome)
+    return SupervisorResult(
+        outcome=outcome,
+        replicas=outcomes,
+        failed_role=failed_role,
+        message=message,
+        wall_seconds=time.monotonic() - started,
+    )
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def failure_message(replica: ReplicaOutcome) -> str:
+    """Names the replica and its exit, and ends with the tail of its log."""
+    tail = "\n".join(replica.tail) or "(no output)"
+    return (
+        f"replica {replica.role} {describe_exit(replica.returncode)}; "
+        f"log: {replica.log_path}\n--- last lines of {replica.role} ---\n{tail}"
+    )

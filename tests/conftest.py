@@ -1,0 +1,151 @@
+"""Shared fixtures. Each is self-contained; names say which tests they serve."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+import pytest
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def assert_gone() -> Callable[[Iterable[int]], None]:
+    """``assert_gone(pids)``: fails if any of these processes still runs after a few seconds.
+
+    Killed processes take a moment to be reaped by init, hence the short wait.
+    """
+
+    def check(pids: Iterable[int], within: float = 5.0) -> None:
+        pids = list(pids)
+        assert pids, "no process ids to check: the test did not find the replicas"
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.1)
+        survivors = [pid for pid in pids if _alive(pid)]
+        assert not survivors, f"processes outlived their job: {survivors}"
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def sample_for_jobs():
+    """The kit's synthetic cassava sample (made once, reused): for trainer-backed job tests."""
+    from labkit.sample import ensure_sample
+
+    return ensure_sample()
+
+
+# ---- the local Vertex AI service (tests/test_emulator*.py) ----
+
+DEMO_IMAGE_URI = "us-central1-docker.pkg.dev/local-project/demo/app:1"
+DEMO_DOCKERFILE = """\
+FROM python:3.11-slim AS base
+ENV GREETING="hello from the image"
+WORKDIR /app
+COPY app.py /app/app.py
+ENTRYPOINT ["python", "app.py"]
+CMD ["--sleep", "0"]
+"""
+# A replica without TensorFlow: prints what Vertex gave it, then sleeps / fails as asked.
+# FAIL_TASK=worker:0 fails that replica (after FAIL_AFTER s); FAIL_ONCE=1 only on the first
+# attempt (a marker in AIP_CHECKPOINT_DIR, as the trainer's fault hook does).
+DEMO_APP = """\
+import json, os, sys, time
+tf = json.loads(os.environ["TF_CONFIG"])
+task = f"{tf['task']['type']}:{tf['task']['index']}"
+print(f"task={task} pid={os.getpid()} greeting={os.environ.get('GREETING')}", flush=True)
+print("tf_config=" + os.environ["TF_CONFIG"], flush=True)
+print("cluster_spec=" + os.environ["CLUSTER_SPEC"], flush=True)
+print("model_dir=" + os.environ.get("AIP_MODEL_DIR", ""), flush=True)
+print("argv=" + json.dumps(sys.argv[1:]), flush=True)
+print("cwd=" + os.getcwd(), flush=True)
+marker = os.path.join(os.environ.get("AIP_CHECKPOINT_DIR", "."), "failed-once-" + task)
+if os.environ.get("FAIL_TASK") == task and not (os.environ.get("FAIL_ONCE") and os.path.exists(marker)):
+    time.sleep(float(os.environ.get("FAIL_AFTER", "0.5")))
+    os.makedirs(os.path.dirname(marker), exist_ok=True)
+    open(marker, "w").close()
+    print("preempted: exiting with 3", flush=True)
+    sys.exit(3)
+time.sleep(float(sys.argv[sys.argv.index("--sleep") + 1]))
+print("finished", flush=True)
+"""
+
+
+@pytest.fixture
+def demo_build_context(tmp_path_factory):
+    """A build context of its own (Dockerfile + script): image resolution is general."""
+    folder = tmp_path_factory.mktemp("demo-image")
+    (folder / "Dockerfile").write_text(DEMO_DOCKERFILE)
+    (folder / "app.py").write_text(DEMO_APP)
+    return folder
+
+
+class LocalVertex:
+    """A running local service in a temp state dir, and the SDK pointed at it."""
+
+    def __init__(self, state_dir, settings, images):
+        self.state_dir = state_dir
+        self.settings = settings
+        self.images = images
+        self.status = None
+
+    @property
+    def port(self) -> int:
+        return self.settings.emulator_port
+
+    @property
+    def gcs_root(self):
+        return self.state_dir / "gcs"
+
+    def start(self, restarts: int = 0):
+        from labkit.vertex import ensure_local_service, init_vertex
+
+        self.status = ensure_local_service(
+            self.settings, state_dir=self.state_dir, images=self.images, restarts=restarts
+        )
+        init_vertex(self.settings, ensure_service=False)
+        return self.status
+
+    def stop(self) -> list[int]:
+        """Stop the service; returns the pid that was serving (to check it is gone)."""
+        from labkit.emulator import control
+
+        pid = control.status(self.state_dir).pid
+        control.stop(self.state_dir)
+        return [pid] if pid else []
+
+
+@pytest.fixture
+def local_vertex(tmp_path, demo_build_context, assert_gone):
+    """The local Vertex AI service on a free port, state in tmp; stopped, leaving nothing."""
+    from labkit import vertex_env
+    from labkit.paths import REPO_ROOT
+    from labkit.settings import Settings
+
+    settings = Settings(
+        mode="local",
+        project_id="local-project",
+        bucket="emu-test-bucket",
+        emulator_port=vertex_env.free_ports(1)[0],
+    )
+    service = LocalVertex(
+        tmp_path / "vertex",
+        settings,
+        {DEMO_IMAGE_URI: str(demo_build_context), settings.image_uri: str(REPO_ROOT)},
+    )
+    service.start()
+    yield service
+    pids = service.stop()
+    for processes in (service.state_dir / "jobs").glob("*/processes.json"):
+        raise AssertionError(f"replica processes still recorded after stop: {processes}")
+    if pids:
+        assert_gone(pids)

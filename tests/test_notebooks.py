@@ -1,0 +1,344 @@
+"""The six notebooks executed end to end in local mode, and `python -m labkit lab`.
+
+One execution serves two checks: papermill injects the CI knobs (`labkit.lab.CHECK_PARAMETERS`)
+into copies of the notebooks, nbval executes them in order and compares the cells marked
+``# NBVAL_CHECK_OUTPUT`` with the reference outputs committed in notebooks/, and the test
+then reads what the notebooks recorded in ``results.json``.
+
+Everything runs in a temporary LAB_HOME (a copy of the sample, a local Vertex AI service on
+a free port), so it neither uses nor deletes the developer's `.lab/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from labkit import lab, notebook, plots
+from labkit.settings import Settings, load_settings
+from labkit.vertex_env import free_ports
+
+CHANCE = 0.2  # five classes
+LAB_TIMEOUT_S = 1800
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def make_lab_home(root: Path, sample) -> dict[str, str]:
+    """A LAB_HOME with a copy of the sample (notebook 05 deletes it) and a free port for the
+    local Vertex AI service; returns the environment that selects it."""
+    shutil.copytree(sample.root, root / "sample", ignore=shutil.ignore_patterns(".lock"))
+    load_settings(
+        "local",
+        path=root / "settings.json",
+        save=True,
+        emulator_port=free_ports(1)[0],
+    )
+    return {**os.environ, "CASSAVA_LAB_HOME": str(root), "PYTHONUNBUFFERED": "1"}
+
+
+def service_running(home: Path) -> bool:
+    from labkit.emulator import control
+
+    return control.status(home / "vertex").running
+
+
+def tiny_notebook(path: Path, body: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    params = nbformat.v4.new_code_cell('MODE = "auto"\nRUN_DIR = None')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(body)]
+    nbformat.write(nb, str(path))
+    return path
+
+
+# --------------------------------------------------------------------------- the whole lab
+
+
+@pytest.fixture(scope="module")
+def nbval_lab(tmp_path_factory, sample_for_jobs):
+    """Prepare the six notebooks with the CI knobs and execute them in order under nbval."""
+    home = tmp_path_factory.mktemp("lab-home")
+    env = make_lab_home(home, sample_for_jobs)
+    work = tmp_path_factory.mktemp("notebooks")
+    run_dir = work / "run"
+    for path in lab.resolve_notebooks():
+        lab.prepare(path, work / path.name, {**lab.CHECK_PARAMETERS, "RUN_DIR": str(run_dir)})
+    (work / "pytest.ini").write_text("[pytest]\naddopts =\n")
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        str(work / "pytest.ini"),
+        "--rootdir",
+        str(work),
+        "-p",
+        "no:cacheprovider",
+        "--nbval-lax",
+        "--nbval-current-env",
+        f"--nbval-cell-timeout={lab.CELL_TIMEOUT_S}",
+        "-q",
+        *(str(work / f"{name}.ipynb") for name in lab.NOTEBOOKS),
+    ]
+    try:
+        result = subprocess.run(
+            command, cwd=work, env=env, capture_output=True, text=True, timeout=LAB_TIMEOUT_S
+        )
+    finally:
+        from labkit.emulator import control
+
+        control.stop(home / "vertex")  # whatever happened, no service outlives the test
+    return {"result": result, "home": home, "run_dir": run_dir}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)
+def test_every_cell_runs_and_references_match(nbval_lab):
+    result = nbval_lab["result"]
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    # One pytest item per cell; the marked cells were compared, the rest only had to run.
+    assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)
+def test_recorded_results(nbval_lab):
+    results = notebook.load_results(nbval_lab["run_dir"])
+    assert results["setup"]["mode"] == "local"
+    assert all(check["ok"] for check in results["setup"]["checks"])
+    assert results["data"]["splits"] == {"train": 500, "validation": 125, "test": 125}
+
+    baseline, mwms = results["baseline"], results["mwms"]
+    assert baseline["replicas"] == 1 and mwms["replicas"] == 2
+    assert baseline["val_accuracy"] > CHANCE, baseline
+    assert mwms["val_accuracy"] > CHANCE, mwms
+    assert Path(mwms["model_dir"], "savedmodel", "saved_model.pb").is_file()
+
+    preemption = results["preemption"]
+    assert preemption["first_attempt"] == "failed"
+    assert preemption["failed_replica"] == "worker-0"
+    assert preemption["second_attempt"] == "succeeded"
+    assert preemption["resumed_from_epoch"] == 1
+    assert preemption["epochs_run"][0] == 1  # epoch 1 (the first) was not repeated
+
+    assert results["job"]["state"] == "JOB_STATE_SUCCEEDED"
+    prediction = results["prediction"]
+    probabilities = np.array(prediction["probabilities"])
+    assert probabilities.shape == (prediction["images"], 5)
+    assert np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-3)
+
+    cleanup = results["cleanup"]
+    assert cleanup["errors"] == [] and cleanup["left"] == [] and cleanup["deleted"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)
+def test_cleanup_left_nothing_on_disk(nbval_lab):
+    home = nbval_lab["home"]
+    assert not service_running(home)
+    for folder in ("sample", "gcs", "vertex"):
+        assert not (home / folder).exists(), f"{folder} is still in LAB_HOME"
+
+
+# --------------------------------------------------------------------------- python -m labkit lab
+
+
+@pytest.mark.slow
+def test_lab_cli_writes_executed_notebooks_html_and_summary(tmp_path, sample_for_jobs):
+    env = make_lab_home(tmp_path / "home", sample_for_jobs)
+    out = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "labkit", "lab", "--notebooks", "00", "05", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for name in ("00_environment_setup", "05_cleanup"):
+        executed = nbformat.read(str(out / f"{name}.ipynb"), as_version=4)
+        assert all(c.execution_count for c in executed.cells if c.cell_type == "code")
+        assert "<table>" in (out / f"{name}.html").read_text()  # the tables rendered
+        assert f"{name:<26} ok" in result.stdout
+    assert f"run folder: {out}" in result.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert results["setup"]["mode"] == "local" and results["cleanup"]["left"] == []
+    assert not service_running(tmp_path / "home")
+
+
+def test_a_failing_cell_fails_the_run_and_skips_the_rest(tmp_path):
+    bad = tiny_notebook(tmp_path / "bad.ipynb", "raise ValueError('broken on purpose')")
+    good = tiny_notebook(tmp_path / "good.ipynb", "print('never runs')")
+    run = lab.run_lab([bad, good], tmp_path / "run", {}, echo=lambda _: None)
+    assert not run.ok
+    assert [(nb.name, nb.status) for nb in run.notebooks] == [
+        ("bad", "failed"),
+        ("good", "skipped"),
+    ]
+    assert "ValueError: broken on purpose" in run.notebooks[0].error
+    assert (tmp_path / "run" / "bad.html").is_file()  # the failure is there to read
+    summary = lab.format_summary(run)
+    assert "FAILED" in summary and "skipped" in summary
+
+
+@pytest.mark.slow
+def test_train_only_trains_two_workers_and_says_where_the_model_is(tmp_path, sample_for_jobs):
+    env = make_lab_home(tmp_path / "home", sample_for_jobs)
+    out = tmp_path / "train"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "lab",
+            "--train-only",
+            "--out",
+            str(out),
+            "--param",
+            "EPOCHS=1",
+            "--param",
+            "STEPS_PER_EPOCH=2",
+            "--param",
+            "VALIDATION_STEPS=1",
+        ],  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"model:   {out}/model/savedmodel" in result.stdout
+    metrics = json.loads((out / "model" / "metrics.json").read_text())
+    assert metrics["replicas"] == 2 and metrics["workers"] == 2
+    assert (out / "logs" / "chief-0.log").is_file() and (out / "logs" / "worker-0.log").is_file()
+
+
+# --------------------------------------------------------------------------- references
+
+
+def test_copy_references_takes_only_marked_cells(tmp_path):
+    source = nbformat.v4.new_notebook()
+    marked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")
+    plain = nbformat.v4.new_code_cell("print(2)")
+    source.cells = [marked, plain]
+    executed = nbformat.v4.new_notebook()
+    executed.cells = [
+        nbformat.v4.new_code_cell("# Parameters\nMODE = 'local'"),
+        nbformat.v4.new_code_cell(marked.source),
+        nbformat.v4.new_code_cell(plain.source),
+    ]
+    for i, cell in enumerate(executed.cells[1:], start=2):
+        cell.execution_count = i
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{i - 1}\n")]
+    updated, count = lab.copy_references(source, executed)
+    assert count == 1
+    assert updated.cells[0].outputs[0]["text"] == "1\n" and updated.cells[0].execution_count == 2
+    assert "keep_output" in updated.cells[0].metadata["tags"]
+    assert updated.cells[1].outputs == [] and updated.cells[1].execution_count is None
+
+    source.cells[0].source += "\nprint('changed')"
+    with pytest.raises(ValueError, match="reference cell not found"):
+        lab.copy_references(source, executed)
+
+
+def test_check_parameters_are_declared_by_the_notebooks():
+    for path in lab.resolve_notebooks():
+        declared = lab.declared_parameters(path)
+        assert {"MODE", "RUN_DIR"} <= declared, path.name
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+def test_resolve_notebooks_and_params():
+    assert [p.stem for p in lab.resolve_notebooks(["00", "03_mwms_trainer"])] == [
+        "00_environment_setup",
+        "03_mwms_trainer",
+    ]
+    with pytest.raises(ValueError, match="unknown notebook '07'"):
+        lab.resolve_notebooks(["07"])
+    assert lab.parse_param("EPOCHS=1") == ("EPOCHS", 1)
+    assert lab.parse_param("MODE=local") == ("MODE", "local")
+    assert lab.parse_param("STEPS_PER_EPOCH=null") == ("STEPS_PER_EPOCH", None)
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        lab.parse_param("EPOCHS")
+
+
+def test_results_are_merged_and_read_back(tmp_path):
+    notebook.record(tmp_path, "a", {"value": np.float32(0.5), "shape": np.zeros((2, 3)).shape})
+    notebook.record(tmp_path, "b", [Path("/x")])
+    assert notebook.load_results(tmp_path) == {"a": {"value": 0.5, "shape": [2, 3]}, "b": ["/x"]}
+    with pytest.raises(LookupError, match="run notebook 02 first"):
+        notebook.require_result(tmp_path, "baseline", "02")
+
+
+def test_local_knobs_become_trainer_options():
+    settings = Settings(mode="local", project_id="local-project")
+    knobs = settings.knobs(epochs=1)
+    args = notebook.trainer_args(knobs)
+    assert args[args.index("--epochs") + 1] == "1"
+    assert args[args.index("--bn-momentum") + 1] == "0.9"
+    assert args[args.index("--weights") + 1] == "none"
+    cloud = notebook.trainer_args(Settings(mode="cloud", project_id="my-project-123").knobs())
+    assert "--bn-momentum" not in cloud and cloud[cloud.index("--image-size") + 1] == "300"
+
+
+def test_table_renders_text_and_html():
+    table = notebook.Table([{"name": "a", "ok": True, "x": 0.123456}, {"name": "<b>", "ok": False}])
+    assert repr(table).splitlines() == ["name  ok   x", "a     yes  0.1235", "<b>   no"]
+    assert "&lt;b&gt;" in table._repr_html_()
+
+
+def test_show_source_names_a_missing_snippet():
+    from trainer import distribution
+
+    shown = repr(notebook.show_source(distribution.is_chief, around='task_type == "chief"'))
+    assert shown.startswith("# trainer/distribution.py, lines")
+    with pytest.raises(ValueError, match="update the snippet"):
+        notebook.show_source(distribution.is_chief, around="no such line")
+
+
+def test_every_plot_returns_a_figure_that_renders(tmp_path):
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 255, (40 + i, 50, 3), dtype=np.uint8) for i in range(4)]
+    names = ["cbb", "cbsd", "cgm", "cmd", "healthy"]
+    figures = [
+        plots.class_distribution(
+            {"train": [1, 2, 3, 4, 5], "test": [1, 1, 1, 1, 1]}, names, {"cmd": 10}
+        ),
+        plots.examples_grid(images, [0, 0, 1, 3], names),
+        plots.image_size_distribution([(400, 500), (300, 300)]),
+        plots.resize_before_after(images[0], {"small": images[1][:8, :8]}),
+        plots.learning_curves({"loss": [2, 1], "accuracy": [0.3, 0.6], "val_accuracy": [0.2, 0.5]}),
+        plots.confusion_matrix([0, 1, 2, 2], [0, 1, 1, 2], names),
+        plots.predictions_grid(images, [0, 1, 2, 3], [0, 2, 2, 3], names),
+        plots.compare_runs(
+            {"baseline": {"images_per_sec": 10}, "2 workers": {"images_per_sec": 15}}
+        ),
+    ]
+    for i, figure in enumerate(figures):
+        assert figure.axes, f"figure {i} has no axes"
+        figure.savefig(tmp_path / f"{i}.png")
+        assert (tmp_path / f"{i}.png").stat().st_size > 1000
+    assert plots.confusion_counts([0, 1, 2, 2], [0, 1, 1, 2], 3).tolist() == [
+        [1, 0, 0],
+        [0, 1, 0],
+        [0, 1, 1],
+    ]
+    with pytest.raises(ValueError, match="same length"):
+        plots.confusion_matrix([0, 1], [0], names)
