@@ -29,7 +29,7 @@ QUICK = {"image_size": 32, "batch_size": 4, "steps_per_epoch": 2, "epochs": 2}
 WORKER_COUNTS = (1, 2)
 # Two workers splitting the same cores may lose at most 30% to synchronisation.
 TARGET_MIN_SPEEDUP_SAME_CORES = 0.7
-CLUSTER_TIMEOUT_S = 420
+CLUSTER_TIMEOUT_S = 900  # a loaded 2-core machine needs minutes to build, train and save
 DEFAULT_REPEATS = 1
 
 

@@ -144,14 +144,13 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     """Both variants, alternating, `DEFAULT_REPEATS` times (2: each run pays a ResNet50 build
     and trace, and its speed figure is already a median over its steps)."""
     started = time.perf_counter()
-    params: dict[str, Any] = dict(QUICK if ctx.quick else FULL)
+    sizes = dict(QUICK if ctx.quick else FULL)
     repeats = ctx.repeats_for(DEFAULT_REPEATS)
-    params["repeats"] = repeats
+    params: dict[str, Any] = {**sizes, "repeats": repeats}
     runs: list[dict[str, Any]] = []
     for repeat in range(repeats):
         for name, (target, env) in VARIANTS.items():
-            kwargs = {"data_dir": str(ctx.tfds_data_dir), **params}
-            kwargs.pop("repeats")
+            kwargs = {"data_dir": str(ctx.tfds_data_dir), **sizes}
             try:
                 result = run_child(target, kwargs, env=env)
             except BenchError as err:
