@@ -64,13 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-s",
         type=float,
         default=DEFAULT_BUDGET_S,
-        help="time budget of the whole run; the lab section gets what is left",
+        help="time budget of the whole run: no section starts after it, the lab gets what is left",
     )
     return parser
 
 
 def run_section(name: str, ctx: BenchContext) -> dict[str, Any]:
-    """One section; an exception becomes an "error: ..." section, not a crash of the bench."""
+    """One section; an exception becomes an "error: ..." section, not a crash of the bench.
+
+    A section is not started once the time budget is spent: on a machine too busy to finish
+    in time, the table says which sections were skipped rather than the run overrunning.
+    """
+    left = ctx.seconds_left()
+    if left is not None and left <= 0:
+        return section(f"skipped: time budget spent ({-left:.0f} s over)", wall_s=0.0)
     module = importlib.import_module(f"bench.{name}")
     started = time.perf_counter()
     try:

@@ -6,18 +6,27 @@ notebook (``metadata.papermill.duration``), so they do not depend on either's pr
 No notebooks yet -> "skipped: no notebooks", not a failure; with --quick the repo's
 notebooks are skipped too. The run gets what is left of the bench's time budget; running
 out is status "timeout: ..." with the notebooks finished so far, and the target not met.
+
+The notebooks run with a LAB_HOME of their own (`.lab/bench/lab-home`): notebook 05 deletes
+the local state it finds there, and a bench must not touch the learner's `.lab/` (their
+sample, settings or local bucket). It does not isolate the local Vertex AI service's port
+(8765 unless the settings say otherwise): do not time the lab while another lab runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import bench_home
 from bench.measure import BenchContext, check, child_env, section
 from labkit.paths import REPO_ROOT
 
@@ -49,6 +58,25 @@ def papermill_durations(folder: Path) -> dict[str, float]:
     return durations
 
 
+def bench_lab_home() -> Path:
+    """The LAB_HOME the timed notebooks use, away from the learner's own `.lab/` state."""
+    return bench_home() / "lab-home"
+
+
+@contextlib.contextmanager
+def lab_home_set(path: Path) -> Iterator[None]:
+    """Point ``CASSAVA_LAB_HOME`` at ``path`` for kernels started meanwhile (they inherit it)."""
+    previous = os.environ.get("CASSAVA_LAB_HOME")
+    os.environ["CASSAVA_LAB_HOME"] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("CASSAVA_LAB_HOME", None)
+        else:
+            os.environ["CASSAVA_LAB_HOME"] = previous
+
+
 def run_with_labkit(out_dir: Path, timeout: float) -> tuple[int | None, str]:
     """`python -m labkit lab --out OUT`; returns (exit status or None on timeout, output tail)."""
     command = [sys.executable, "-m", "labkit", "lab", "--out", str(out_dir)]
@@ -56,7 +84,7 @@ def run_with_labkit(out_dir: Path, timeout: float) -> tuple[int | None, str]:
         done = subprocess.run(
             command,
             cwd=REPO_ROOT,
-            env=child_env(),
+            env=child_env({"CASSAVA_LAB_HOME": str(bench_lab_home())}),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -74,6 +102,13 @@ def run_with_papermill(
     import papermill
 
     deadline = time.monotonic() + timeout
+    with lab_home_set(bench_lab_home()):
+        return _execute_in_order(papermill, notebooks, out_dir, deadline)
+
+
+def _execute_in_order(
+    papermill: Any, notebooks: list[Path], out_dir: Path, deadline: float
+) -> tuple[int | None, str]:
     for notebook in notebooks:
         left = deadline - time.monotonic()
         if left <= 0:

@@ -3,7 +3,6 @@
     python -m labkit lab                         # 00 -> 05 in local mode into runs/<timestamp>/
     python -m labkit lab --notebooks 00 01       # some of them
     python -m labkit lab --param EPOCHS=1        # papermill parameters (JSON values)
-    python -m labkit lab --quick                 # the small knobs CI uses
     python -m labkit lab --train-only            # just a 2-worker training on the sample
     python -m labkit lab --update-references     # re-record the nbval reference outputs
     python -m labkit lab --strip                 # strip outputs, keeping the references
@@ -50,9 +49,9 @@ REFERENCE_MARKER = "# NBVAL_CHECK_OUTPUT"
 KEEP_OUTPUT_TAG = "keep_output"
 PARAMETERS_TAG = "parameters"
 CELL_TIMEOUT_S = 1200
-# The knobs CI runs the notebooks with (tests/test_notebooks.py) and that the reference
-# outputs are recorded with: the local mode's image and batch size, fewer epochs.
-CHECK_PARAMETERS: dict[str, Any] = {"MODE": "local", "EPOCHS": 2}
+# The parameters CI runs the notebooks with (tests/test_notebooks.py) and the reference
+# outputs are recorded with: the local mode's own defaults, i.e. exactly what `make lab` runs.
+CHECK_PARAMETERS: dict[str, Any] = {"MODE": "local"}
 # Notebook metadata worth keeping in git; the rest (papermill's, widgets) is run noise.
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
 KEPT_CELL_METADATA = ("tags",)
@@ -395,9 +394,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="a papermill parameter, e.g. EPOCHS=1 (repeatable)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help=f"the small knobs CI uses: {CHECK_PARAMETERS}"
-    )
-    parser.add_argument(
         "--timeout", type=float, default=CELL_TIMEOUT_S, help="seconds allowed per cell"
     )
     what = parser.add_mutually_exclusive_group()
@@ -448,7 +444,10 @@ def main(argv: list[str]) -> int:
         return 0
     if args.train_only:
         return _main_train_only(args, overrides)
-    parameters = {**(CHECK_PARAMETERS if args.quick or args.update_references else {}), **overrides}
+    parameters = {**CHECK_PARAMETERS, **overrides}
+    if args.update_references and overrides:
+        print("lab: --update-references records with CHECK_PARAMETERS only", file=sys.stderr)
+        return 2
     from labkit.sample import ensure_sample
 
     sample = ensure_sample()

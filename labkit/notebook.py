@@ -14,6 +14,7 @@ Four groups:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import inspect
 import json
@@ -458,17 +459,20 @@ def readiness(settings: Settings, knobs: Mapping[str, Any]) -> list[Check]:
 
 
 def _dataset_ready(knobs: Mapping[str, Any]) -> tuple[bool, str]:
+    """Prepared TFDS data (or a folder) is ready; an unprepared TFDS dataset is fine only
+    where TFDS may download it (no data dir given, i.e. cloud mode)."""
     import tensorflow_datasets as tfds
 
-    name = str(knobs["data"]).removeprefix("tfds:")
-    if knobs["data"].startswith("tfds:"):
-        builder = tfds.builder(name, data_dir=knobs.get("data_dir"))
-        if builder.is_prepared():
-            return True, f"tfds {name} in {builder.data_dir}"
-        return knobs.get("data_dir") is None, (
-            f"tfds {name} is not prepared yet: the first tfds.load downloads it (1.26 GiB)"
-        )
-    return Path(knobs["data"]).is_dir(), str(knobs["data"])
+    source = str(knobs["data"])
+    if not source.startswith("tfds:"):
+        return Path(source).is_dir(), source
+    name = source.removeprefix("tfds:")
+    builder = tfds.builder(name, data_dir=knobs.get("data_dir"))
+    if builder.is_prepared():
+        return True, f"tfds {name} in {builder.data_dir}"
+    return knobs.get("data_dir") is None, (
+        f"tfds {name} is not prepared in {builder.data_dir}: the first tfds.load downloads it"
+    )
 
 
 def _local_service_ready() -> tuple[bool, str]:
@@ -479,9 +483,9 @@ def _local_service_ready() -> tuple[bool, str]:
 
 
 def _vertex_reachable() -> tuple[bool, str]:
-    from google.cloud import aiplatform
+    from labkit.cleanup import list_kit_jobs
 
-    jobs = aiplatform.CustomJob.list(filter='labels.lab="cassava"')
+    jobs = list_kit_jobs()
     return True, f"{len(jobs)} custom job(s) of the kit in the project"
 
 
@@ -580,6 +584,21 @@ def savedmodel_path(model_dir: str | Path) -> str:
     return f"{str(model_dir).rstrip('/')}/{SAVEDMODEL_DIR}"
 
 
+def _load_savedmodel(savedmodel_dir: str) -> Any:
+    """A SavedModel, loaded once per version of it: ResNet50 takes seconds to load, and a
+    model saved again at the same path (a rerun training cell) must not be served stale."""
+    pb = Path(savedmodel_dir) / "saved_model.pb"
+    version = pb.stat().st_mtime_ns if pb.is_file() else None  # gs:// paths: by path only
+    return _load_savedmodel_version(savedmodel_dir, version)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_savedmodel_version(savedmodel_dir: str, version: int | None) -> Any:
+    import tensorflow as tf
+
+    return tf.saved_model.load(savedmodel_dir)  # kept: its signatures need it alive
+
+
 def predict_encoded(
     savedmodel_dir: str | Path, encoded: Sequence[bytes], batch: int = 64
 ) -> dict[str, Any]:
@@ -591,7 +610,7 @@ def predict_encoded(
     import numpy as np
     import tensorflow as tf
 
-    serve = tf.saved_model.load(str(savedmodel_dir)).signatures["serve_jpeg"]
+    serve = _load_savedmodel(str(savedmodel_dir)).signatures["serve_jpeg"]
     probabilities, names = [], []
     for start in range(0, len(encoded), batch):
         chunk = tf.constant(list(encoded[start : start + batch]))

@@ -178,7 +178,7 @@ def print_sink(stream: TextIO | None = None) -> Sink:
     return write
 
 
-def stop_replicas(replicas: Iterable[_Replica], grace_seconds: float) -> None:
+def _stop_replicas(replicas: Iterable[_Replica], grace_seconds: float) -> None:
     """SIGTERM every live replica's group, wait ``grace_seconds``, then SIGKILL the rest."""
     live = [r for r in replicas if r.proc.poll() is None]
     for r in live:
@@ -272,9 +272,9 @@ def supervise(
                 message = "cancelled; stopped every replica"
                 break
             time.sleep(POLL_SECONDS)
-        stop_replicas(running, grace_seconds)
+        _stop_replicas(running, grace_seconds)
     except BaseException:
-        stop_replicas(running, grace_seconds)
+        _stop_replicas(running, grace_seconds)
         raise
     finally:
         for r in running:

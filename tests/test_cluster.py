@@ -284,6 +284,7 @@ def test_cli_interrupt_leaves_no_process(tmp_path, replica_script, sig, assert_g
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 5-10 min measured on a 2-core machine shared with other runs
 def test_two_trainer_workers_through_the_cluster(tmp_path, sample_for_jobs, assert_gone):
     """Real processes, real collectives: the chief's model loads, no worker copies remain."""
     tf = pytest.importorskip("tensorflow")
@@ -313,7 +314,7 @@ def test_two_trainer_workers_through_the_cluster(tmp_path, sample_for_jobs, asse
         workers=2,
         chief=True,
         logs_dir=tmp_path / "logs",
-        timeout=600,
+        timeout=1500,
         base_output_dir=str(model_dir),
     )
     assert result.ok, result.message

@@ -396,6 +396,10 @@ def test_cli_start_status_register_stop(tmp_path, demo_build_context, assert_gon
     assert f"image demo/cli:1 -> {demo_build_context}" in status.stdout
     assert f"gcs {Path(state) / 'gcs'}" in status.stdout
 
+    missing = "projects/p/locations/l/customJobs/42"
+    logs = run_emulator_cli("logs", missing, "--state", state)
+    assert logs.returncode == 1 and f"CustomJob {missing} not found" in logs.stderr
+
     busy = run_emulator_cli("serve", "--state", str(tmp_path / "other"), "--port", port)
     assert busy.returncode == 2 and "pick a free port with --port" in busy.stderr
 

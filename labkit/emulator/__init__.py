@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -192,8 +193,15 @@ def main(argv: list[str]) -> int:
         return 0
     # logs
     query = f"?tail={args.tail}" if args.tail else ""
-    with urllib.request.urlopen(f"{state.url}/labkit/v1/{args.job}/logs{query}", timeout=10) as r:
-        logs = json.loads(r.read())
+    try:
+        with urllib.request.urlopen(
+            f"{state.url}/labkit/v1/{args.job}/logs{query}", timeout=10
+        ) as r:
+            logs = json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        message = json.loads(err.read() or b"{}").get("error", {}).get("message", str(err))
+        print(f"emulator: {message}", file=sys.stderr)
+        return 1
     print(logs["job"], end="")
     for role, text in logs["replicas"].items():
         print(f"\n----- {role} -----\n{text}", end="")
