@@ -26,7 +26,7 @@ def test_batches_are_global_batch_float_images_in_0_1(tiny_folder, replicas):
     images, labels = next(iter(ds))
     assert images.shape == (per_replica * replicas, 32, 32, 3)
     assert images.dtype == tf.float32 and labels.dtype == tf.int64
-    assert 0.0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 1.0
+    assert float(tf.reduce_min(images)) >= 0.0 and float(tf.reduce_max(images)) <= 1.0
     assert float(tf.reduce_max(images)) > 0.5  # scaled, not all dark
     assert set(labels.numpy()) <= set(range(5))
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from importlib import metadata
 
+import tomllib
 import yaml
 
 from labkit.paths import REPO_ROOT

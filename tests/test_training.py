@@ -42,7 +42,7 @@ def test_savedmodel_serves_raw_images(trained):
     loaded = tf.saved_model.load(str(out / "model" / "savedmodel"))
     serve = loaded.signatures["serving_default"]
     test = tfds.load("cassava", split="test", data_dir=str(sample.tfds_data_dir), as_supervised=True)
-    images, labels = zip(*[(tf.image.resize(x, (96, 96)), y) for x, y in test.take(40)])
+    images, labels = zip(*[(tf.image.resize(x, (96, 96)), y) for x, y in test.take(40)], strict=True)
     batch = tf.cast(tf.stack(images), tf.uint8)  # any size: the signature resizes
     result = serve(images=batch)
     probabilities = result["probabilities"].numpy()
