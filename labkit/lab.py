@@ -326,19 +326,23 @@ def strip_notebook(nb: Any) -> Any:
     return nb
 
 
+def _without_marker(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if line.strip() != REFERENCE_MARKER)
+
+
 def copy_references(source: Any, executed: Any) -> tuple[Any, int]:
     """The source notebook with its reference cells' outputs taken from an executed copy
-    (cells matched by their source text); returns it and how many cells were updated."""
-    by_source: dict[str, list[Any]] = {}
+    (cells matched by their code, the marker aside); returns it and how many were updated."""
+    by_code: dict[str, list[Any]] = {}
     for cell in executed.cells:
-        if is_reference_cell(cell):
-            by_source.setdefault("".join(cell.source), []).append(cell)
+        if cell.cell_type == "code":
+            by_code.setdefault(_without_marker("".join(cell.source)), []).append(cell)
     updated = copy.deepcopy(source)
     count = 0
     for cell in updated.cells:
         if not is_reference_cell(cell):
             continue
-        matches = by_source.get("".join(cell.source))
+        matches = by_code.get(_without_marker("".join(cell.source)))
         if not matches:
             raise ValueError(
                 f"reference cell not found in the executed notebook: {''.join(cell.source)[:80]!r}"

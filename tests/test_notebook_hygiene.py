@@ -25,9 +25,7 @@ SHAPE = ("What you will learn", "Time and cost", "Before you begin")
 LAST_HEADING = "Summary and what comes next"
 REQUIRED_PARAMETERS = {"MODE": "auto", "PROJECT_ID": None, "REGION": None, "BUCKET": None}
 # Notebooks whose deterministic cells nbval compares (tests/test_notebooks.py).
-# Reference outputs are not recorded yet (`python -m labkit lab --update-references` did not
-# finish in the session that wrote the notebooks): nbval executes every cell, compares none.
-NOTEBOOKS_WITH_REFERENCES: set[str] = set()
+NOTEBOOKS_WITH_REFERENCES = {"01_data_exploration", "03_mwms_trainer", "04_sdk_job_submission"}
 
 
 def load(path):
