@@ -283,51 +283,6 @@ def test_cli_interrupt_leaves_no_process(tmp_path, replica_script, sig, assert_g
     assert_gone([p.pid for p in descendants])
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)  # 5-10 min measured on a 2-core machine shared with other runs
-def test_two_trainer_workers_through_the_cluster(tmp_path, sample_for_jobs, assert_gone):
-    """Real processes, real collectives: the chief's model loads, no worker copies remain."""
-    tf = pytest.importorskip("tensorflow")
-    model_dir = tmp_path / "out"
-    result = run_cluster(
-        [
-            "python",
-            "-m",
-            "trainer.task",
-            "--data",
-            "tfds:cassava",
-            "--data-dir",
-            str(sample_for_jobs.tfds_data_dir),
-            "--image-size",
-            "32",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "2",
-            "--steps-per-epoch",
-            "3",
-            "--validation-steps",
-            "1",
-            "--weights",
-            "none",
-        ],
-        workers=2,
-        chief=True,
-        logs_dir=tmp_path / "logs",
-        timeout=1500,
-        base_output_dir=str(model_dir),
-    )
-    assert result.ok, result.message
-    for role in ("chief-0", "worker-0"):
-        assert "replicas=2" in result.log_text(role)
-    saved = model_dir / "model" / "savedmodel"
-    assert saved.is_dir()
-    leftovers = [p for p in model_dir.rglob("*") if "workertemp" in p.name]
-    assert not leftovers
-    loaded = tf.saved_model.load(str(saved))
-    predicted = loaded.signatures["serving_default"](images=tf.zeros([2, 40, 50, 3], tf.uint8))
-    assert predicted["probabilities"].shape == (2, 5)
-
 
 def test_a_command_that_cannot_start_is_named(tmp_path):
     with pytest.raises(supervisor.ReplicaStartError, match="cannot start replica chief-0"):

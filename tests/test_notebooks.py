@@ -225,8 +225,22 @@ def test_train_only_trains_two_workers_and_says_where_the_model_is(tmp_path, sam
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"model:   {out}/model/savedmodel" in result.stdout
     metrics = json.loads((out / "model" / "metrics.json").read_text())
-    assert metrics["replicas"] == 2 and metrics["workers"] == 2
-    assert (out / "logs" / "chief-0.log").is_file() and (out / "logs" / "worker-0.log").is_file()
+    assert metrics["replicas"] == 2 and metrics["workers"] == 2 and metrics["task"] == "chief:0"
+    logs = {role: (out / "logs" / f"{role}.log").read_text() for role in ("chief-0", "worker-0")}
+    for role, text in logs.items():
+        assert "replicas=2" in text, f"{role} did not see num_replicas_in_sync == 2"
+    assert "saved to temporary" in logs["worker-0"] and "removed it" in logs["worker-0"]
+    assert not list(out.rglob("workertemp*")), "a worker's temporary copy was left behind"
+    assert sorted(p.name for p in (out / "model").iterdir()) == [
+        "metrics.json",
+        "model.keras",
+        "savedmodel",
+    ]
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(out / "model" / "savedmodel"))
+    predicted = loaded.signatures["serving_default"](images=tf.zeros([2, 40, 50, 3], tf.uint8))
+    assert predicted["probabilities"].shape == (2, 5)
 
 
 # --------------------------------------------------------------------------- references

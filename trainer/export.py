@@ -61,8 +61,13 @@ def save_model(
     tf.io.gfile.makedirs(target_dir)
     savedmodel = posixpath.join(target_dir, SAVEDMODEL_DIR)
     keras_file = posixpath.join(target_dir, KERAS_FILE)
+    # save_traces=False: the serving signatures and the model's config are all a user needs;
+    # tracing each of ResNet50's ~175 layers made saving 2.6x and loading 2.5x slower.
     model.save(
-        savedmodel, save_format="tf", signatures=serving_functions(model, image_size, class_names)
+        savedmodel,
+        save_format="tf",
+        signatures=serving_functions(model, image_size, class_names),
+        save_traces=False,
     )
     model.save(keras_file)
     return {"savedmodel": savedmodel, "keras": keras_file}
