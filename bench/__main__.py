@@ -24,6 +24,12 @@ from bench.measure import BenchContext, ensure_dir, section
 from bench.report import format_table, machine_info
 
 DEFAULT_BUDGET_S = 14 * 60  # `make bench` must end within 15 minutes on 2 cores
+# Issue 6: the ratios (kit / baseline, from medians) results JSON carries at its top level.
+RATIO_KEYS = {
+    "pipeline": ("throughput_ratio", "peak_rss_ratio", "cached_epoch_ratio"),
+    "training": ("ratio_64", "ratio_128"),
+    "scaling": ("ratio",),
+}
 SHARED_MACHINE_NOTE = (
     "Absolute times depend on what else the machine runs (see meta.load_average); "
     "ratios are measured side by side, variants alternating, and are the figures to compare."
@@ -56,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--repeats",
         type=int,
-        help="runs per variant for every section (default: pipeline 3, training 2, scaling 1; "
+        help="runs per variant for every section (default: pipeline 3 (its extra cache variants 1), "
+        "training 1 per image size, scaling 1; "
         "1 with --quick)",
     )
     parser.add_argument("--out", type=Path, help="results JSON (default bench/results/latest.json)")
@@ -88,6 +95,21 @@ def run_section(name: str, ctx: BenchContext) -> dict[str, Any]:
     if result.get("wall_s") is None:
         result["wall_s"] = time.perf_counter() - started
     return result
+
+
+def collect_ratios(sections: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """``{"pipeline.throughput_ratio": ..., ...}`` for the sections that ran (None: no figure)."""
+    ratios: dict[str, float | None] = {}
+    for name, keys in RATIO_KEYS.items():
+        if name in sections:
+            summary = sections[name].get("summary", {})
+            ratios.update({f"{name}.{key}": summary.get(key) for key in keys})
+    return ratios
+
+
+def collect_targets(sections: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every section's targets in one list: name, value, target, met."""
+    return [dict(c) for result in sections.values() for c in result.get("checks", [])]
 
 
 def write_results(path: Path, payload: dict[str, Any]) -> None:
@@ -132,12 +154,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine": machine_info(),
             "note": SHARED_MACHINE_NOTE,
         },
+        "ratios": {},
+        "targets": [],
         "sections": {},
     }
     for name in names:
         print(f"[bench] {name} ...", flush=True)
         result = run_section(name, ctx)
         payload["sections"][name] = result
+        payload["ratios"] = collect_ratios(payload["sections"])
+        payload["targets"] = collect_targets(payload["sections"])
         print(f"[bench] {name}: {result['status']} in {result['wall_s']:.0f} s", flush=True)
         write_results(out, payload)
     payload["meta"]["wall_s"] = time.monotonic() - started

@@ -1,9 +1,10 @@
 """The JPEG set every section reads: made once with `labkit.sample`, cached under `.lab/bench/`.
 
 Both the codelab's pipeline and the kit's read the same files: the sample is prepared
-through TFDS's real `cassava` builder, so `tfds.load('cassava', data_dir=...)` (the
-codelab) and `trainer.data.load_split('tfds:cassava', ...)` (the kit) see identical
-encoded JPEGs of cassava-like sizes (about 500x400).
+through TFDS's real `cassava` builder, so the codelab's `tfds.load(name='cassava')` (with
+``TFDS_DATA_DIR`` pointing here, `bench.baseline`) and the kit's
+`trainer.data.load_split('tfds:cassava', data_dir=...)` see identical encoded JPEGs of
+cassava-like sizes (about 500x400).
 """
 
 from __future__ import annotations

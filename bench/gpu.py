@@ -7,9 +7,10 @@ On one GPU at the codelab's 300x300 and batch 64 it measures:
 - MFU (model FLOPs utilisation): 3 x forward FLOPs per image (counted by TensorFlow's
   profiler on the frozen forward graph) x images/s, over the GPU's dense peak for that
   math (TF32 for float32, FP16 tensor cores for mixed precision);
-- the input pipeline's ceiling on this machine's CPUs: images/s of the codelab's
-  `create_dataset` and of the kit's `make_pipeline` (cache off: decoding every epoch;
-  cache on: replaying resized images) on JPEGs drawn by `labkit.sample`, no model attached.
+- the input pipeline's ceiling on this machine's CPUs: images/s of the codelab's own
+  `create_dataset` (`codelab/trainer/task.py`, always 300x300) and of the kit's
+  `make_pipeline` (cache off: decoding every epoch; cache memory: replaying resized
+  images) on JPEGs drawn by `labkit.sample`, no model attached.
   When the kit's ceiling is below the best GPU figure, training there is input-bound.
 Every stage is bounded (fixed steps, a time budget), and `DIR/gpu.json` is rewritten after
 each stage, so a call cut short still returns what was measured. Without a GPU it runs on
@@ -141,19 +142,20 @@ def pipeline_ceiling(
     tfds_data_dir: str, image_size: int, batch_size: int, batches: int
 ) -> dict[str, Any]:
     """Images/s the CPUs deliver, no model: codelab pipeline, kit without and with cache."""
-    from bench import codelab
+    from bench.baseline import CODELAB_IMAGE_SIZE, load_codelab
     from trainer import data
 
-    results: dict[str, Any] = {}
-    dataset, _ = codelab.create_dataset(batch_size, data_dir=tfds_data_dir, image_size=image_size)
+    results: dict[str, Any] = {"codelab_image_size": CODELAB_IMAGE_SIZE}
+    codelab = load_codelab(tfds_data_dir)  # its tfds.load() reads TFDS_DATA_DIR
+    dataset, _ = codelab.create_dataset(batch_size)
     results["codelab_images_per_s"] = _drain_rate(dataset.repeat(), batches)
     split = data.load_split("tfds:cassava", "train", data_dir=tfds_data_dir, shuffle_files=True)
-    for cache in ("off", "on"):
+    for cache in ("off", "memory"):
         kit = data.make_pipeline(
             split, global_batch=batch_size, image_size=image_size, training=True, cache=cache
         )
         results[f"kit_cache_{cache}_images_per_s"] = _drain_rate(
-            kit, batches, skip=-(-split.num_examples // batch_size) if cache == "on" else 2
+            kit, batches, skip=-(-split.num_examples // batch_size) if cache == "memory" else 2
         )
     results["train_images"] = split.num_examples
     return results

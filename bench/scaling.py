@@ -6,15 +6,30 @@ large per step. Throughput is the trainer's own `images_per_sec` from the chief'
 `metrics.json` (median epoch after the first, per-epoch BackupAndRestore included).
 
 What it can and cannot show: on one machine both workers share its cores, so two workers
-cannot be faster than one using all of them; ``speedup`` (2-worker global images/s over
+cannot be faster than one using all of them; ``ratio`` (2-worker global images/s over
 1-worker) measures what synchronising costs: all-reducing ResNet50's ~25M gradients every
-step over localhost gRPC. ``efficiency`` = speedup / 2 is the figure that would apply to
+step over localhost gRPC. ``efficiency`` = ratio / 2 is the figure that would apply to
 two machines only when each had the cores this one has.
+
+All-reduce time per step: TensorFlow's step timing does not separate it on CPU, so it is
+estimated as ``allreduce_s_per_step_est`` = (2-worker step time) - 2 x (1-worker step
+time): each of the two workers computes the same per-replica batch on half the cores, so
+with perfect scaling over cores its compute takes twice the 1-worker step, and the rest is
+synchronisation (negative when one process used two cores less than twice as well as one).
+
+With 2 workers, each gets half the cores for TensorFlow's thread pools
+(``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, `thread_env`), as each would
+have its own machine's cores in the cloud; the 1-process run keeps TF's defaults.
+
+Both jobs pass ``--backup-every-steps`` larger than the run, so no BackupAndRestore
+checkpoint (ResNet50 + Adam state, ~300 MB per worker) is written at an epoch's end: the
+trainer's epoch timer would count it, and with 8-step epochs it would measure the disk.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -27,8 +42,22 @@ from labkit.paths import REPO_ROOT
 FULL = {"image_size": 64, "batch_size": 16, "steps_per_epoch": 8, "epochs": 3}
 QUICK = {"image_size": 32, "batch_size": 4, "steps_per_epoch": 2, "epochs": 2}
 WORKER_COUNTS = (1, 2)
-# Two workers splitting the same cores may lose at most 30% to synchronisation.
-TARGET_MIN_SPEEDUP_SAME_CORES = 0.7
+NO_BACKUP_STEPS = 10**6
+
+
+def thread_env(workers: int, cpus: int | None = None) -> dict[str, str]:
+    """Each of ``workers`` co-located workers gets its share of the cores for TensorFlow's
+    thread pools, as it would have its own machine's in the cloud; 1 worker: TF's defaults
+    (all cores). Without it, 2 workers run 2 x (intra + inter-op) threads on 2 cores, and
+    the figure would measure oversubscription rather than synchronisation."""
+    if workers <= 1:
+        return {}
+    share = str(max(1, (cpus or os.cpu_count() or 1) // workers))
+    return {"TF_NUM_INTRAOP_THREADS": share, "TF_NUM_INTEROP_THREADS": share}
+
+
+# Issue 6: two workers splitting the same cores may lose at most 15% to synchronisation.
+TARGET_MIN_RATIO_SAME_CORES = 0.85
 CLUSTER_TIMEOUT_S = 900  # a loaded 2-core machine needs minutes to build, train and save
 DEFAULT_REPEATS = 1
 
@@ -60,6 +89,8 @@ def trainer_command(tfds_data_dir: Path, out_dir: Path, params: dict[str, int]) 
         str(out_dir / "checkpoints"),
         "--tensorboard-dir",
         "none",
+        "--backup-every-steps",
+        str(NO_BACKUP_STEPS),
         "--verbose",
         "0",
     ]
@@ -75,7 +106,7 @@ def run_job(ctx: BenchContext, workers: int, params: dict[str, int], tag: str) -
         workers=workers,
         logs_dir=out_dir / "logs",
         timeout=CLUSTER_TIMEOUT_S,
-        env=child_env(),
+        env=child_env(thread_env(workers)),
         cwd=REPO_ROOT,
         sink=lines.append,
     )
@@ -101,6 +132,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     params: dict[str, Any] = dict(QUICK if ctx.quick else FULL)
     repeats = ctx.repeats_for(DEFAULT_REPEATS)
     params["repeats"] = repeats
+    params["threads_per_worker_2"] = thread_env(2).get("TF_NUM_INTRAOP_THREADS")
     runs: list[dict[str, Any]] = []
     for repeat in range(repeats):
         for workers in WORKER_COUNTS:
@@ -109,26 +141,15 @@ def run(ctx: BenchContext) -> dict[str, Any]:
             except RuntimeError as err:
                 return section(f"error: {err}", params=params, runs=runs)
             runs.append({"repeat": repeat, **job})
-    summary: dict[str, float | None] = {}
-    for workers in WORKER_COUNTS:
-        mine = [r for r in runs if r["workers"] == workers]
-        summary[f"workers{workers}.images_per_s"] = median([r["images_per_s"] for r in mine])
-        summary[f"workers{workers}.job_wall_s"] = median([r["job_wall_s"] for r in mine])
-    speedup = ratio(summary["workers2.images_per_s"], summary["workers1.images_per_s"])
-    summary["speedup_2_workers"] = speedup
-    summary["efficiency_2_workers"] = None if speedup is None else speedup / 2
-    checks = [
-        check(
-            "scaling.speedup_2_workers",
-            speedup,
-            f">= {TARGET_MIN_SPEEDUP_SAME_CORES} (2 workers sharing this machine's cores / 1)",
-            None if speedup is None else speedup >= TARGET_MIN_SPEEDUP_SAME_CORES,
-        )
-    ]
+    summary = summarize(runs, params["batch_size"])
+    checks = targets(summary)
     notes = [
         f"{params['image_size']}x{params['image_size']}, batch {params['batch_size']} per replica, "
-        f"{params['steps_per_epoch']} steps x {params['epochs']} epochs; both workers share one "
-        "machine's cores, so this measures synchronisation overhead, not a cloud speedup."
+        f"{params['steps_per_epoch']} steps x {params['epochs']} epochs, no epoch-end backup; "
+        "both workers share one machine's cores, so this measures synchronisation overhead, "
+        "not a cloud speedup.",
+        "allreduce_s_per_step_est = 2-worker step - 2 x 1-worker step (an estimate from step "
+        "timing: TensorFlow's CPU step timing does not separate the all-reduce).",
     ]
     return section(
         params=params,
@@ -138,3 +159,35 @@ def run(ctx: BenchContext) -> dict[str, Any]:
         notes=notes,
         wall_s=time.perf_counter() - started,
     )
+
+
+def summarize(runs: list[dict[str, Any]], batch_size: int) -> dict[str, float | None]:
+    """Medians per worker count, the 2/1 ratio, step times and the all-reduce estimate."""
+    summary: dict[str, float | None] = {}
+    step: dict[int, float | None] = {}
+    for workers in WORKER_COUNTS:
+        mine = [r for r in runs if r["workers"] == workers]
+        rate = median([r["images_per_s"] for r in mine])
+        summary[f"workers{workers}.images_per_s"] = rate
+        summary[f"workers{workers}.job_wall_s"] = median([r["job_wall_s"] for r in mine])
+        step[workers] = batch_size * workers / rate if rate else None  # global batch / rate
+        summary[f"workers{workers}.step_s"] = step[workers]
+    speedup = ratio(summary["workers2.images_per_s"], summary["workers1.images_per_s"])
+    summary["ratio"] = speedup
+    summary["efficiency_2_workers"] = None if speedup is None else speedup / 2
+    summary["allreduce_s_per_step_est"] = (
+        None if step[1] is None or step[2] is None else step[2] - 2 * step[1]
+    )
+    return summary
+
+
+def targets(summary: dict[str, float | None]) -> list[dict[str, Any]]:
+    value = summary.get("ratio")
+    return [
+        check(
+            "scaling.ratio",
+            value,
+            f">= {TARGET_MIN_RATIO_SAME_CORES} (global images/s, 2 workers / 1, same 2 cores)",
+            None if value is None else value >= TARGET_MIN_RATIO_SAME_CORES,
+        )
+    ]

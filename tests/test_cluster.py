@@ -283,7 +283,6 @@ def test_cli_interrupt_leaves_no_process(tmp_path, replica_script, sig, assert_g
     assert_gone([p.pid for p in descendants])
 
 
-
 def test_a_command_that_cannot_start_is_named(tmp_path):
     with pytest.raises(supervisor.ReplicaStartError, match="cannot start replica chief-0"):
         run_cluster(["/no/such/program"], workers=2, chief=True, logs_dir=tmp_path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,7 +24,9 @@ def test_folder_source_reads_the_cassava_layout(tiny_folder):
 def test_batches_are_global_batch_float_images_in_0_1(tiny_folder, replicas):
     split = data.load_split(str(tiny_folder), "train")
     per_replica = 4
-    ds = data.make_pipeline(split, global_batch=per_replica * replicas, image_size=32, training=True, seed=1)
+    ds = data.make_pipeline(
+        split, global_batch=per_replica * replicas, image_size=32, training=True, seed=1
+    )
     images, labels = next(iter(ds))
     assert images.shape == (per_replica * replicas, 32, 32, 3)
     assert images.dtype == tf.float32 and labels.dtype == tf.int64
@@ -78,6 +82,94 @@ def test_corrupt_image_is_named(tmp_path):
         data.load_split(str(root), "train")
 
 
-def test_cache_switch():
-    assert data.should_cache("auto", 1000, 64) and not data.should_cache("auto", 10_000, 300)
-    assert data.should_cache("on", 10**9, 300) and not data.should_cache("off", 1, 1)
+def test_cache_modes():
+    small, big = (1000, 64), (10_000, 300)  # 12 MB and 2.7 GB of uint8 images
+    budget = {"memory_budget": 256 * 2**20}
+    assert data.cache_mode("auto", *small, **budget) == "memory"
+    assert data.cache_mode("auto", *big, **budget) == "disk"  # training split: a temp file
+    assert data.cache_mode("auto", *big, training=False, **budget) == "off"  # never disk
+    assert data.cache_mode("disk", *small, training=False, **budget) == "memory"
+    assert data.cache_mode("disk", *small) == "disk"
+    assert data.cache_mode("memory", *big) == "memory" and data.cache_mode("on", *big) == "memory"
+    assert data.cache_mode("off", *small) == "off"
+    assert data.cache_bytes(2036, 300) == 2036 * 300 * 300 * 3
+    with pytest.raises(ConfigError, match="--cache must be one of"):
+        data.cache_mode("sometimes", 1, 1)
+
+
+def test_auto_cache_budget_is_a_share_of_memory(monkeypatch):
+    assert (data.memory_limit_bytes() or 0) > 0  # this machine's, read from the OS
+    monkeypatch.setattr(data, "memory_limit_bytes", lambda: 16 * 2**30)
+    assert data.cache_memory_budget() == 2 * 2**30  # 1/8
+    assert data.cache_mode("auto", 5656, 300) == "memory"  # the real split: 1.4 GiB
+    monkeypatch.setattr(data, "memory_limit_bytes", lambda: 8 * 2**30)
+    assert data.cache_mode("auto", 5656, 300) == "disk"
+    monkeypatch.setattr(data, "memory_limit_bytes", lambda: None)
+    assert data.cache_memory_budget() == data.CACHE_MEMORY_FLOOR_BYTES
+
+
+def test_cache_option_accepts_every_mode():
+    from trainer.config import CACHE_OPTIONS, TrainConfig
+
+    assert set(CACHE_OPTIONS) == {*data.CACHE_CHOICES, *data.CACHE_ALIASES}
+    for mode in CACHE_OPTIONS:
+        assert TrainConfig(cache=mode).cache == mode
+    with pytest.raises(ConfigError, match="--cache"):
+        TrainConfig(cache="sometimes")
+
+
+def test_disk_cache_replays_the_split_from_a_private_temp_file(tiny_folder):
+    split = data.load_split(str(tiny_folder), "train")  # 40 images
+    ds = data.make_pipeline(split, global_batch=16, image_size=16, training=True, cache="disk")
+    labels = np.concatenate([y.numpy() for _, y in ds.take(10)])  # 160 images: 4 epochs
+    assert np.bincount(labels).tolist() == [32] * 5  # every epoch sees every image once
+    cache_dir = Path(data.disk_cache_dir())
+    assert cache_dir.name.startswith(data.CACHE_DIR_PREFIX)
+    assert any(p.name.endswith(".index") for p in cache_dir.iterdir())  # the cache is complete
+
+
+def test_stale_cache_dirs_of_dead_processes_are_removed(tmp_path):
+    import fcntl
+
+    dead = tmp_path / f"{data.CACHE_DIR_PREFIX}1-dead"
+    alive = tmp_path / f"{data.CACHE_DIR_PREFIX}2-alive"
+    starting = tmp_path / f"{data.CACHE_DIR_PREFIX}3-starting"  # no lock file yet
+    for folder in (dead, alive, starting):
+        folder.mkdir()
+    (dead / "owner.lock").touch()
+    (alive / "owner.lock").touch()
+    with open(alive / "owner.lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        data._remove_stale_cache_dirs(str(tmp_path))
+    assert not dead.exists() and alive.exists() and starting.exists()
+
+
+def test_large_jpegs_decode_at_a_reduced_scale_never_below_the_target():
+    def index(height, width, size):
+        return int(data.jpeg_scale_index(tf.constant([height, width, 3]), size))
+
+    assert index(400, 500, 300) == 0  # 1/2 would give 200 < 300: full size
+    assert index(400, 500, 128) == 1  # 1/2: 200x250
+    assert index(400, 500, 64) == 2  # 1/4: 100x125 (1/8 would give 50)
+    assert index(4000, 3000, 32) == 3
+    assert index(255, 300, 128) == 1  # libjpeg rounds up: ceil(255 / 2) = 128 still fits
+    assert index(254, 300, 128) == 0
+
+
+def test_reduced_scale_decoding_matches_full_decoding(tmp_path):
+    from PIL import Image
+
+    rows, cols = np.mgrid[0:400, 0:320]  # a smooth 400x320 picture: colour gradients
+    smooth = np.stack(
+        [128 + 100 * np.sin(rows / 50), 128 + 100 * np.cos(cols / 40), (rows + cols) / 3], -1
+    ).astype(np.uint8)
+    path = tmp_path / "big.jpg"
+    Image.fromarray(smooth).save(path, quality=95)
+    encoded = tf.constant(path.read_bytes())
+    fast = data.decode_and_resize(encoded, 64)  # decoded at 1/4 scale: 100x80
+    full = tf.image.resize(tf.io.decode_jpeg(encoded, channels=3), (64, 64), antialias=True)
+    assert fast.shape == (64, 64, 3) and fast.dtype == tf.uint8
+    assert np.abs(fast.numpy() - full.numpy()).mean() < 2  # of 255: the same picture
+    png = tmp_path / "small.png"
+    Image.fromarray(smooth[:50, :60]).save(png)
+    assert data.decode_and_resize(tf.constant(png.read_bytes()), 32).shape == (32, 32, 3)

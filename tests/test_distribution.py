@@ -14,7 +14,9 @@ NO_CHIEF = {"worker": ["localhost:2", "localhost:3"]}
 
 
 def tf_config(cluster, task_type, index):
-    return {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})}
+    return {
+        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+    }
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,12 @@ def test_no_tf_config_is_a_single_process():
 def test_vertex_style_tf_config_is_read():
     env = tf_config(CLUSTER, "worker", 1)
     info = parse_tf_config(env)
-    assert (info.task_type, info.task_id, info.num_workers, info.is_chief) == ("worker", 1, 3, False)
+    assert (info.task_type, info.task_id, info.num_workers, info.is_chief) == (
+        "worker",
+        1,
+        3,
+        False,
+    )
 
 
 def test_malformed_json_names_the_problem():
@@ -50,7 +57,11 @@ def test_malformed_json_names_the_problem():
 
 @pytest.mark.parametrize(
     "task_type, index, fragment",
-    [("worker", 5, "worker:5 is not in the cluster"), ("master", 0, "task type 'master'"), ("chief", 1, "chief:1")],
+    [
+        ("worker", 5, "worker:5 is not in the cluster"),
+        ("master", 0, "task type 'master'"),
+        ("chief", 1, "chief:1"),
+    ],
 )
 def test_task_not_in_the_cluster_is_rejected(task_type, index, fragment):
     with pytest.raises(ConfigError, match=fragment):

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.slow
 def test_the_codelabs_own_trainer_runs_unchanged_on_the_local_cluster(tmp_path):
     from labkit.sample import ensure_sample
 
-    sample = ensure_sample(tmp_path / "sample", scale=0.003)  # 17 training images: the codelab trains at 300x300, batch 64
+    sample = ensure_sample(
+        tmp_path / "sample", scale=0.003
+    )  # 17 training images: the codelab trains at 300x300, batch 64
     env = {
         "TF_USE_LEGACY_KERAS": "1",  # the codelab's tf.keras must be tf-keras under MWMS
         "TFDS_DATA_DIR": str(sample.tfds_data_dir),
@@ -30,8 +32,15 @@ def test_the_codelabs_own_trainer_runs_unchanged_on_the_local_cluster(tmp_path):
         "CODELAB_WEIGHTS": "None",
     }
     script = REPO_ROOT / "codelab" / "trainer"
-    result = run_cluster([sys.executable, "-m", "trainer.task"], workers=2, chief=True, logs_dir=tmp_path / "logs",
-                         timeout=900, env=env, cwd=script.parent)
+    result = run_cluster(
+        [sys.executable, "-m", "trainer.task"],
+        workers=2,
+        chief=True,
+        logs_dir=tmp_path / "logs",
+        timeout=900,
+        env=env,
+        cwd=script.parent,
+    )
     assert result.ok, result.message
     assert (tmp_path / "bucket" / "mwms" / "saved_model.pb").exists()
     # The codelab leaves the worker's copy behind (its temp dir is never removed):

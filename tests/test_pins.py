@@ -50,4 +50,6 @@ def test_tensorflow_and_tf_keras_are_the_same_release():
 def test_installed_versions_match_the_pins():
     pins = pyproject_pins()
     for name in ("tensorflow", "tf-keras", "tensorflow-datasets", "google-cloud-aiplatform"):
-        assert metadata.version(name) == pins[name], f"installed {name} differs from its pin: run `make test` to reinstall"
+        assert metadata.version(name) == pins[name], (
+            f"installed {name} differs from its pin: run `make test` to reinstall"
+        )

@@ -20,8 +20,24 @@ def test_defaults_are_the_codelab_values():
 
 def test_argv_overrides_defaults():
     c = parse_config(
-        ["--batch-size", "8", "--epochs", "3", "--image-size", "64", "--weights", "none", "--freeze-base",
-         "--fine-tune-epochs", "1", "--steps-per-epoch", "5", "--no-validation", "--seed", "7"],
+        [
+            "--batch-size",
+            "8",
+            "--epochs",
+            "3",
+            "--image-size",
+            "64",
+            "--weights",
+            "none",
+            "--freeze-base",
+            "--fine-tune-epochs",
+            "1",
+            "--steps-per-epoch",
+            "5",
+            "--no-validation",
+            "--seed",
+            "7",
+        ],
         env={},
     )
     assert (c.batch_size, c.epochs, c.image_size, c.weights) == (8, 3, 64, "none")
@@ -82,11 +98,30 @@ def test_find_placeholder_ignores_real_names():
 def test_help_lists_every_option_with_its_default():
     env = {**os.environ, "COLUMNS": "200"}
     out = subprocess.run(
-        [sys.executable, "-m", "trainer.task", "--help"], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-m", "trainer.task", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout
-    for option in ("--data", "--data-dir", "--try-gcs", "--image-size", "--batch-size", "--epochs",
-                   "--steps-per-epoch", "--learning-rate", "--weights", "--freeze-base", "--fine-tune-epochs",
-                   "--no-validation", "--seed", "--model-dir", "--checkpoint-dir", "--tensorboard-dir",
-                   "--backup-every-steps"):
+    for option in (
+        "--data",
+        "--data-dir",
+        "--try-gcs",
+        "--image-size",
+        "--batch-size",
+        "--epochs",
+        "--steps-per-epoch",
+        "--learning-rate",
+        "--weights",
+        "--freeze-base",
+        "--fine-tune-epochs",
+        "--no-validation",
+        "--seed",
+        "--model-dir",
+        "--checkpoint-dir",
+        "--tensorboard-dir",
+        "--backup-every-steps",
+    ):
         assert option in out
     assert "(default: 64)" in out and "(default: imagenet)" in out and "(default: 300)" in out

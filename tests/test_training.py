@@ -31,7 +31,9 @@ def test_accuracy_is_above_chance(trained):
     assert metrics["replicas"] == 1 and metrics["task"] == "local" and metrics["is_chief"]
     assert metrics["epochs_run"] == [0, 1, 2]
     # 5 classes: chance is 0.20 and always answering the largest class scores 0.33.
-    assert metrics["final_metrics"]["val_accuracy"] > trained[2].majority_baseline + 0.07, metrics["history"]
+    assert metrics["final_metrics"]["val_accuracy"] > trained[2].majority_baseline + 0.07, metrics[
+        "history"
+    ]
     assert metrics["images_per_sec"] > 0
     assert len(metrics["history"]["loss"]) == 3
 
@@ -43,8 +45,12 @@ def test_savedmodel_serves_raw_images(trained):
     out, _, sample = trained
     loaded = tf.saved_model.load(str(out / "model" / "savedmodel"))
     serve = loaded.signatures["serving_default"]
-    test = tfds.load("cassava", split="test", data_dir=str(sample.tfds_data_dir), as_supervised=True)
-    images, labels = zip(*[(tf.image.resize(x, (96, 96)), y) for x, y in test.take(40)], strict=True)
+    test = tfds.load(
+        "cassava", split="test", data_dir=str(sample.tfds_data_dir), as_supervised=True
+    )
+    images, labels = zip(
+        *[(tf.image.resize(x, (96, 96)), y) for x, y in test.take(40)], strict=True
+    )
     batch = tf.cast(tf.stack(images), tf.uint8)  # any size: the signature resizes
     result = serve(images=batch)
     probabilities = result["probabilities"].numpy()
@@ -52,7 +58,13 @@ def test_savedmodel_serves_raw_images(trained):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-4)
     accuracy = float(np.mean(result["class_id"].numpy() == np.array(labels)))
     assert accuracy > 0.35
-    assert {n.decode() for n in result["class_name"].numpy()} <= {"cbb", "cbsd", "cgm", "cmd", "healthy"}
+    assert {n.decode() for n in result["class_name"].numpy()} <= {
+        "cbb",
+        "cbsd",
+        "cgm",
+        "cmd",
+        "healthy",
+    }
 
 
 def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
@@ -62,7 +74,9 @@ def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
     out, _, sample = trained
     jpegs = sorted(Path(sample.images_dir, "test", "cmd").glob("*.jpg"))[:3]
     loaded = tf.saved_model.load(str(out / "model" / "savedmodel"))
-    result = loaded.signatures["serve_jpeg"](image_bytes=tf.constant([p.read_bytes() for p in jpegs]))
+    result = loaded.signatures["serve_jpeg"](
+        image_bytes=tf.constant([p.read_bytes() for p in jpegs])
+    )
     assert result["probabilities"].shape == (3, 5)
     # Keras loads the SavedModel in seconds; tf-keras 2.21 takes ~2 minutes for the same
     # weights from model.keras (keras-team/keras#19793), so the test checks the .keras file
@@ -78,12 +92,16 @@ def test_tensorboard_events_and_no_leftovers(trained):
     out, proc, _ = trained
     assert list((out / "logs").rglob("events.out.tfevents.*"))
     assert not list(out.glob("workertemp_*"))
-    assert not list((out / "checkpoints").rglob("*.index")), "the backup should be deleted after success"
+    assert not list((out / "checkpoints").rglob("*.index")), (
+        "the backup should be deleted after success"
+    )
     assert "saved model to" in proc.stdout
 
 
 def test_a_run_interrupted_after_epoch_1_resumes_at_epoch_2(sample_for_jobs, tmp_path):
-    args = small_args(sample_for_jobs.tfds_data_dir, tmp_path, **{"--steps-per-epoch": 3, "--validation-steps": 1})
+    args = small_args(
+        sample_for_jobs.tfds_data_dir, tmp_path, **{"--steps-per-epoch": 3, "--validation-steps": 1}
+    )
     fault = {"LAB_FAIL_AFTER_EPOCH": "1", "LAB_FAIL_TASK": "local"}
     first = run_trainer(args, env=fault)
     assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-2000:]
@@ -99,23 +117,42 @@ def test_a_run_interrupted_after_epoch_1_resumes_at_epoch_2(sample_for_jobs, tmp
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(tmp_path / "model" / "savedmodel"))
-    assert loaded.signatures["serving_default"](images=tf.zeros([1, 50, 60, 3], tf.uint8))["probabilities"].shape == (1, 5)
+    assert loaded.signatures["serving_default"](images=tf.zeros([1, 50, 60, 3], tf.uint8))[
+        "probabilities"
+    ].shape == (1, 5)
 
 
 @pytest.mark.parametrize(
     "overrides, env, message",
     [
-        ({}, {"TF_CONFIG": '{"cluster": {"worker": ["localhost:1"]}, "task": '}, "TF_CONFIG is not valid JSON"),
-        ({}, {"TF_CONFIG": '{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 3}}'},
-         "worker:3 is not in the cluster"),
-        ({"--weights": "/nonexistent/resnet50_notop.h5"}, {}, "weights file '/nonexistent/resnet50_notop.h5' does not exist"),
+        (
+            {},
+            {"TF_CONFIG": '{"cluster": {"worker": ["localhost:1"]}, "task": '},
+            "TF_CONFIG is not valid JSON",
+        ),
+        (
+            {},
+            {
+                "TF_CONFIG": '{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 3}}'
+            },
+            "worker:3 is not in the cluster",
+        ),
+        (
+            {"--weights": "/nonexistent/resnet50_notop.h5"},
+            {},
+            "weights file '/nonexistent/resnet50_notop.h5' does not exist",
+        ),
         ({"--data": "tfds:no_such_dataset"}, {}, "no dataset of that name"),
         ({"--model-dir": "gs://{your-gcs-bucket}/mwms"}, {}, "placeholder '{your-gcs-bucket}'"),
         ({"--model-dir": "/proc/cannot-write-here/model"}, {}, "cannot be written"),
     ],
 )
-def test_bad_input_fails_before_training_with_one_clear_message(sample_for_jobs, tmp_path, overrides, env, message):
-    proc = run_trainer(small_args(sample_for_jobs.tfds_data_dir, tmp_path, **overrides), env=env, timeout=300)
+def test_bad_input_fails_before_training_with_one_clear_message(
+    sample_for_jobs, tmp_path, overrides, env, message
+):
+    proc = run_trainer(
+        small_args(sample_for_jobs.tfds_data_dir, tmp_path, **overrides), env=env, timeout=300
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr

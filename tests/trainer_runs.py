@@ -38,7 +38,9 @@ def small_args(tfds_dir: Path | str, out: Path, **overrides: object) -> list[str
     return args
 
 
-def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_trainer(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """`python -m trainer.task ARGS` in a clean environment (no TF_CONFIG, no AIP_*)."""
     base = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("AIP_")}
     return subprocess.run(

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 CASSAVA_CLASSES = ("cbb", "cbsd", "cgm", "cmd", "healthy")
+# `--cache` (trainer.data.cache_mode): "on" is the earlier spelling of "memory".
+CACHE_OPTIONS = ("auto", "memory", "disk", "off", "on")
 
 # Text a learner is told to replace in the codelab; finding it in a path means they did not.
 PLACEHOLDER_PATTERNS = (
@@ -103,7 +105,9 @@ class TrainConfig:
             raise ConfigError(f"--bn-momentum must be in [0, 1), got {self.bn_momentum}")
         if self.learning_rate <= 0:
             raise ConfigError(f"--learning-rate must be positive, got {self.learning_rate}")
-        for name in ("cache", "mixed_precision", "xla"):
+        if self.cache not in CACHE_OPTIONS:
+            raise ConfigError("--cache must be auto, memory, disk or off (on: memory)")
+        for name in ("mixed_precision", "xla"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise ConfigError(f"--{name.replace('_', '-')} must be auto, on or off")
         for name in (
@@ -173,9 +177,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     )
     g.add_argument(
         "--cache",
-        choices=("auto", "on", "off"),
+        choices=CACHE_OPTIONS,
         default=d["cache"].default,
-        help="keep resized uint8 images in memory after epoch 1 (auto: when they fit in 2 GB)",
+        help="keep the resized uint8 images after epoch 1: in memory, in a private temporary "
+        "file (disk, training split only), or not (off); auto: memory when they fit in "
+        "256 MiB, else disk for training (on: memory)",
     )
     g = p.add_argument_group("training")
     g.add_argument(
@@ -184,7 +190,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         default=d["batch_size"].default,
         help="per replica; global = this x replicas",
     )
-    g.add_argument("--epochs", type=int, default=d["epochs"].default, help="passes over the training data")
+    g.add_argument(
+        "--epochs", type=int, default=d["epochs"].default, help="passes over the training data"
+    )
     g.add_argument(
         "--steps-per-epoch",
         type=int,
@@ -200,7 +208,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     g.add_argument(
         "--learning-rate", type=float, default=d["learning_rate"].default, help="Adam learning rate"
     )
-    g.add_argument("--seed", type=int, default=d["seed"].default, help="random seed for weights and shuffling")
+    g.add_argument(
+        "--seed", type=int, default=d["seed"].default, help="random seed for weights and shuffling"
+    )
     g.add_argument(
         "--mixed-precision",
         choices=("auto", "on", "off"),

@@ -56,7 +56,9 @@ def set_batchnorm_momentum(model: Any, momentum: float) -> int:
     evaluation match the data. A from-scratch backbone in a one-minute local run takes a
     few dozen steps, so its validation accuracy would sit at chance; 0.9 catches up in ~20.
     """
-    layers = [layer for layer in model.submodules if isinstance(layer, keras.layers.BatchNormalization)]
+    layers = [
+        layer for layer in model.submodules if isinstance(layer, keras.layers.BatchNormalization)
+    ]
     for layer in layers:
         layer.momentum = momentum
     return len(layers)
