@@ -83,6 +83,16 @@ def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
     # as a Keras archive instead of spending those minutes.
     model = tf_keras.models.load_model(out / "model" / "savedmodel", compile=False)
     assert model.output_shape == (None, 5)
+    # No train/serve skew: the signature decodes and resizes as the training pipeline does.
+    from trainer import data
+
+    size = read_metrics(out / "model")["config"]["image_size"]
+    as_trained = data.scale_images(
+        tf.stack([data.decode_and_resize(tf.constant(p.read_bytes()), size) for p in jpegs])
+    )
+    np.testing.assert_allclose(
+        result["probabilities"].numpy(), model(as_trained, training=False).numpy(), atol=1e-5
+    )
     with zipfile.ZipFile(out / "model" / "model.keras") as archive:
         assert {"config.json", "model.weights.h5"} <= set(archive.namelist())
         assert json.loads(archive.read("config.json"))["class_name"] == "Functional"

@@ -249,18 +249,31 @@ def decode_image_uint8(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
     return image
 
 
-def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
-    """JPEG/PNG bytes -> image_size x image_size x 3 uint8 (4x smaller than float32 to buffer)."""
-    image = decode_image_uint8(encoded, image_size)
-    image = tf.image.resize(image, (image_size, image_size))
+def resize_uint8(images: tf.Tensor, image_size: int) -> tf.Tensor:
+    """uint8 image(s) of any size -> image_size x image_size uint8, bilinear, rounded.
+
+    Training and the serving signatures (`trainer.export`) both resize through here, so a
+    served picture reaches the model exactly as a training picture did.
+    """
+    resized = tf.image.resize(images, (image_size, image_size))
     # Bilinear weights are a convex combination of uint8 pixels, so the result is already in
     # [0, 255]: adding 0.5 and truncating rounds to nearest without clipping.
-    return tf.cast(image + 0.5, tf.uint8)
+    return tf.cast(resized + 0.5, tf.uint8)
+
+
+def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
+    """JPEG/PNG bytes -> image_size x image_size x 3 uint8 (4x smaller than float32 to buffer)."""
+    return resize_uint8(decode_image_uint8(encoded, image_size), image_size)
+
+
+def scale_images(images: tf.Tensor) -> tf.Tensor:
+    """uint8 [0, 255] -> float32 [0, 1] (the codelab's `/ 255.`)."""
+    return tf.cast(images, tf.float32) * (1.0 / 255.0)
 
 
 def scale_batch(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """uint8 [0, 255] -> float32 [0, 1], once per batch (the codelab's `/ 255.`)."""
-    return tf.cast(images, tf.float32) * (1.0 / 255.0), labels
+    """Scale once per batch rather than per image: one op over the batch."""
+    return scale_images(images), labels
 
 
 def cache_bytes(num_examples: int, image_size: int) -> int:

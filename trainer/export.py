@@ -12,6 +12,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from trainer import data
+
 SAVEDMODEL_DIR = "savedmodel"
 KERAS_FILE = "model.keras"
 METRICS_FILE = "metrics.json"
@@ -20,12 +22,13 @@ METRICS_FILE = "metrics.json"
 def serving_functions(model: Any, image_size: int, class_names: list[str]) -> dict[str, Any]:
     """Signatures for serving: uint8 images of any size, or encoded JPEG/PNG bytes.
 
-    They resize and scale exactly as training does, so callers send raw pictures.
+    They decode, resize and scale through `trainer.data`, the functions training uses, so
+    callers send raw pictures and the model sees them as it saw its training images.
     """
     names = tf.constant(class_names)
 
     def predict(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        x = tf.image.resize(tf.cast(images, tf.float32), (image_size, image_size)) / 255.0
+        x = data.scale_images(data.resize_uint8(images, image_size))
         probabilities = tf.cast(model(x, training=False), tf.float32)
         class_id = tf.argmax(probabilities, axis=-1)
         return {
@@ -40,14 +43,10 @@ def serving_functions(model: Any, image_size: int, class_names: list[str]) -> di
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
     def serve_jpeg(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        def decode(b: tf.Tensor) -> tf.Tensor:
-            img = tf.io.decode_image(b, channels=3, expand_animations=False)
-            return tf.image.resize(img, (image_size, image_size))
-
         images = tf.map_fn(
-            decode,
+            lambda b: data.decode_and_resize(b, image_size),
             image_bytes,
-            fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.float32),
+            fn_output_signature=tf.TensorSpec([image_size, image_size, 3], tf.uint8),
         )
         return predict(images)
 
