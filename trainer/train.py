@@ -171,7 +171,8 @@ def run(config: TrainConfig) -> RunResult:
             save_freq=config.backup_every_steps or "epoch",
             delete_checkpoint=delete_backup,
         )
-        found = [backup, throughput, progress]
+        # Throughput first: its epoch clock stops before the backup writes its checkpoint.
+        found = [throughput, backup, progress]
         if config.tensorboard_dir:
             found.append(
                 keras.callbacks.TensorBoard(log_dir=config.tensorboard_dir, update_freq="epoch")
