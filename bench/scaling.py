@@ -18,8 +18,9 @@ with perfect scaling over cores its compute takes twice the 1-worker step, and t
 synchronisation (negative when one process used two cores less than twice as well as one).
 
 With 2 workers, each gets half the cores for TensorFlow's thread pools
-(``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, `thread_env`), as each would
-have its own machine's cores in the cloud; the 1-process run keeps TF's defaults.
+(``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, set by `labkit.cluster` through
+`labkit.supervisor.co_located_thread_env`), as each would have its own machine's cores in
+the cloud; the 1-process run keeps TF's defaults.
 
 Both jobs pass ``--backup-every-steps`` larger than the run, so no BackupAndRestore
 checkpoint (ResNet50 + Adam state, ~300 MB per worker) is written at an epoch's end: the
@@ -29,7 +30,6 @@ trainer's epoch timer would count it, and with 8-step epochs it would measure th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -38,22 +38,12 @@ from typing import Any
 from bench.measure import BenchContext, check, child_env, median, ratio, section
 from labkit.cluster import run_cluster
 from labkit.paths import REPO_ROOT
+from labkit.supervisor import co_located_thread_env
 
 FULL = {"image_size": 64, "batch_size": 16, "steps_per_epoch": 8, "epochs": 3}
 QUICK = {"image_size": 32, "batch_size": 4, "steps_per_epoch": 2, "epochs": 2}
 WORKER_COUNTS = (1, 2)
 NO_BACKUP_STEPS = 10**6
-
-
-def thread_env(workers: int, cpus: int | None = None) -> dict[str, str]:
-    """Each of ``workers`` co-located workers gets its share of the cores for TensorFlow's
-    thread pools, as it would have its own machine's in the cloud; 1 worker: TF's defaults
-    (all cores). Without it, 2 workers run 2 x (intra + inter-op) threads on 2 cores, and
-    the figure would measure oversubscription rather than synchronisation."""
-    if workers <= 1:
-        return {}
-    share = str(max(1, (cpus or os.cpu_count() or 1) // workers))
-    return {"TF_NUM_INTRAOP_THREADS": share, "TF_NUM_INTEROP_THREADS": share}
 
 
 # Issue 6: two workers splitting the same cores may lose at most 15% to synchronisation.
@@ -106,7 +96,7 @@ def run_job(ctx: BenchContext, workers: int, params: dict[str, int], tag: str) -
         workers=workers,
         logs_dir=out_dir / "logs",
         timeout=CLUSTER_TIMEOUT_S,
-        env=child_env(thread_env(workers)),
+        env=child_env(),
         cwd=REPO_ROOT,
         sink=lines.append,
     )
@@ -132,7 +122,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     params: dict[str, Any] = dict(QUICK if ctx.quick else FULL)
     repeats = ctx.repeats_for(DEFAULT_REPEATS)
     params["repeats"] = repeats
-    params["threads_per_worker_2"] = thread_env(2).get("TF_NUM_INTRAOP_THREADS")
+    params["threads_per_worker_2"] = co_located_thread_env(2, {}).get("TF_NUM_INTRAOP_THREADS")
     runs: list[dict[str, Any]] = []
     for repeat in range(repeats):
         for workers in WORKER_COUNTS:

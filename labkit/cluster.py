@@ -79,6 +79,7 @@ def run_cluster(
     base_env = vertex_env.without_vertex_variables(os.environ)
     base_env.update(env or {})
     base_env.setdefault("PYTHONUNBUFFERED", "1")  # stream the replicas' output as it comes
+    base_env.update(supervisor.co_located_thread_env(len(layout.replicas), base_env))
     launches = []
     for replica in layout.replicas:
         replica_vars = vertex_env.replica_env(

@@ -27,6 +27,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -435,6 +436,9 @@ def _main_train_only(args: argparse.Namespace, overrides: dict[str, Any]) -> int
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    # TensorFlow's C++ INFO/WARNING start-up lines (CUDA probing, CPU flags) from this process,
+    # the kernels and the replicas they start would bury the lab's own summary lines.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         overrides = dict(parse_param(p) for p in args.param)
         notebooks = resolve_notebooks(args.notebooks)

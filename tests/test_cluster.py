@@ -32,6 +32,7 @@ REPLICA_SCRIPT = textwrap.dedent(
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     print(f"role={role} pid={os.getpid()} child={child.pid}", flush=True)
     print("cluster=" + json.dumps(tf["cluster"], sort_keys=True), flush=True)
+    print("intra_op_threads=" + os.environ.get("TF_NUM_INTRAOP_THREADS", "all"), flush=True)
     if role == os.environ.get("FAIL_ROLE"):
         time.sleep(float(os.environ.get("FAIL_AFTER", "0.5")))
         print("about to fail: disk on fire", flush=True)
@@ -97,6 +98,21 @@ def test_without_chief_all_replicas_are_workers(tmp_path, replica_script):
     }
     spec = json.loads(result.log_text("worker-1").split("TF_CONFIG=", 1)[1].splitlines()[0])
     assert "chief" not in spec["cluster"]
+    # Two replicas on one machine split its cores, as each would have its own machine's.
+    share = max(1, (os.cpu_count() or 1) // 2)
+    for role in result.logs:
+        assert f"intra_op_threads={share}" in result.log_text(role)
+
+
+def test_co_located_replicas_share_the_cores_unless_the_user_chose():
+    assert supervisor.co_located_thread_env(2, {}, cpus=2) == {
+        "TF_NUM_INTRAOP_THREADS": "1",
+        "TF_NUM_INTEROP_THREADS": "1",
+    }
+    assert supervisor.co_located_thread_env(3, {}, cpus=16)["TF_NUM_INTRAOP_THREADS"] == "5"
+    assert supervisor.co_located_thread_env(4, {}, cpus=2)["TF_NUM_INTEROP_THREADS"] == "1"
+    assert supervisor.co_located_thread_env(1, {}, cpus=2) == {}  # alone: TF's defaults
+    assert supervisor.co_located_thread_env(2, {"TF_NUM_INTRAOP_THREADS": "2"}, cpus=2) == {}
 
 
 def test_one_failure_stops_the_others_and_names_the_replica(tmp_path, replica_script, assert_gone):

@@ -344,6 +344,7 @@ class JobRunner(threading.Thread):
         base_env = vertex_env.without_vertex_variables(os.environ)
         base_env["PYTHONUNBUFFERED"] = "1"  # logs arrive line by line, as Cloud Logging shows them
         base_env["PATH"] = dockerfile.host_path_env()
+        base_env.update(supervisor.co_located_thread_env(len(layout.replicas), base_env))
         launches, pool_names = [], {}
         for replica in layout.replicas:
             plan = by_pool[replica.pool]
