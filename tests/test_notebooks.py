@@ -313,6 +313,14 @@ def test_local_knobs_become_trainer_options():
     assert "--bn-momentum" not in cloud and cloud[cloud.index("--image-size") + 1] == "300"
 
 
+def test_the_sdk_job_is_short_locally_and_the_codelabs_in_the_cloud():
+    local = Settings(mode="local", project_id="local-project")
+    assert local.knobs(job=True)["epochs"] == 1 and local.knobs()["epochs"] == 3
+    assert local.knobs(job=True, epochs=4)["epochs"] == 4  # a parameter still wins
+    cloud = Settings(mode="cloud", project_id="my-project-123")
+    assert cloud.knobs(job=True) == cloud.knobs()  # the codelab's job, unchanged
+
+
 def test_table_renders_text_and_html():
     table = notebook.Table([{"name": "a", "ok": True, "x": 0.123456}, {"name": "<b>", "ok": False}])
     assert repr(table).splitlines() == ["name  ok   x", "a     yes  0.1235", "<b>   no"]
