@@ -18,7 +18,7 @@ with perfect scaling over cores its compute takes twice the 1-worker step, and t
 synchronisation (negative when one process used two cores less than twice as well as one).
 
 With 2 workers, each gets half the cores for TensorFlow's thread pools
-(``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, set by `labkit.cluster` through
+(``TF_NUM_INTRAOP_THREADS``, set by `labkit.cluster` through
 `labkit.supervisor.co_located_thread_env`), as each would have its own machine's cores in
 the cloud; the 1-process run keeps TF's defaults.
 

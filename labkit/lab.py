@@ -283,7 +283,7 @@ def train_only(
 
     ensure_sample()
     settings = load_settings("local")
-    knobs = settings.knobs(**(overrides or {}))
+    knobs = settings.knobs(profile="cluster", **(overrides or {}))
     run_dir = Path(run_dir) if run_dir else new_run_dir(suffix="-train")
     run_dir.mkdir(parents=True, exist_ok=True)
     result = run_cluster(

@@ -105,12 +105,10 @@ def test_without_chief_all_replicas_are_workers(tmp_path, replica_script):
 
 
 def test_co_located_replicas_share_the_cores_unless_the_user_chose():
-    assert supervisor.co_located_thread_env(2, {}, cpus=2) == {
-        "TF_NUM_INTRAOP_THREADS": "1",
-        "TF_NUM_INTEROP_THREADS": "1",
-    }
+    assert supervisor.co_located_thread_env(2, {}, cpus=2) == {"TF_NUM_INTRAOP_THREADS": "1"}
     assert supervisor.co_located_thread_env(3, {}, cpus=16)["TF_NUM_INTRAOP_THREADS"] == "5"
-    assert supervisor.co_located_thread_env(4, {}, cpus=2)["TF_NUM_INTEROP_THREADS"] == "1"
+    assert supervisor.co_located_thread_env(4, {}, cpus=2)["TF_NUM_INTRAOP_THREADS"] == "1"
+    assert supervisor.co_located_thread_env(2, {"TF_NUM_INTEROP_THREADS": "4"}, cpus=2) == {}
     assert supervisor.co_located_thread_env(1, {}, cpus=2) == {}  # alone: TF's defaults
     assert supervisor.co_located_thread_env(2, {"TF_NUM_INTRAOP_THREADS": "2"}, cpus=2) == {}
 

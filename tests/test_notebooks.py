@@ -313,12 +313,16 @@ def test_local_knobs_become_trainer_options():
     assert "--bn-momentum" not in cloud and cloud[cloud.index("--image-size") + 1] == "300"
 
 
-def test_the_sdk_job_is_short_locally_and_the_codelabs_in_the_cloud():
+def test_cluster_and_job_knobs_keep_the_baselines_global_batch_locally():
     local = Settings(mode="local", project_id="local-project")
-    assert local.knobs(job=True)["epochs"] == 1 and local.knobs()["epochs"] == 3
-    assert local.knobs(job=True, epochs=4)["epochs"] == 4  # a parameter still wins
+    single, cluster, job = (local.knobs(profile=p) for p in ("single", "cluster", "job"))
+    assert single["batch_size"] * 1 == cluster["batch_size"] * cluster["workers"] == 16
+    assert (single["epochs"], cluster["epochs"], job["epochs"]) == (3, 2, 1)
+    assert local.knobs(profile="job", epochs=4)["epochs"] == 4  # a parameter still wins
     cloud = Settings(mode="cloud", project_id="my-project-123")
-    assert cloud.knobs(job=True) == cloud.knobs()  # the codelab's job, unchanged
+    assert cloud.knobs(profile="job") == cloud.knobs(profile="cluster") == cloud.knobs()
+    with pytest.raises(ValueError, match="profile must be one of"):
+        local.knobs(profile="huge")
 
 
 def test_table_renders_text_and_html():
