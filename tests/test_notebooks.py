@@ -317,6 +317,7 @@ def test_cluster_and_job_knobs_keep_the_baselines_global_batch_locally():
     local = Settings(mode="local", project_id="local-project")
     single, cluster, job = (local.knobs(profile=p) for p in ("single", "cluster", "job"))
     assert single["batch_size"] * 1 == cluster["batch_size"] * cluster["workers"] == 16
+    assert job["batch_size"] == 16  # one short epoch: 16 steps of 2 x 16
     assert (single["epochs"], cluster["epochs"], job["epochs"]) == (3, 2, 1)
     assert local.knobs(profile="job", epochs=4)["epochs"] == 4  # a parameter still wins
     cloud = Settings(mode="cloud", project_id="my-project-123")
