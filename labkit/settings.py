@@ -65,8 +65,9 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
 # the codelab's values. Locally (2 cores, ResNet50 from random weights):
 # - "cluster" (03, `make train`): 8 per replica, so the default 2 workers keep the
 #   baseline's global batch of 16 and its 32 steps per epoch. With 16 per replica (global
-#   32, 16 steps per epoch) three epochs ended at 0.14-0.44 validation accuracy in four
-#   measured runs; with 8, two epochs reached 0.79, in less time.
+#   32, 16 steps per epoch) three epochs ended at 0.14, 0.38 and 0.44 validation accuracy
+#   in three measured runs; with 8, two epochs reached 0.69-0.88 in four, in about the
+#   same time (165-185 s for the 2-worker run).
 # - "job" (04): one epoch of 16 steps (16 per replica). 03 has already trained on these
 #   cores; the job is there to show its states, logs and output, and the whole lab must fit
 #   10 minutes (8 per replica made the job's epoch 32 steps: 145 s against 103 s).
