@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 CASSAVA_CLASSES = ("cbb", "cbsd", "cgm", "cmd", "healthy")
-# `--cache` (trainer.data.cache_mode): "on" is the earlier spelling of "memory".
-CACHE_OPTIONS = ("auto", "memory", "disk", "off", "on")
+# `--cache` (trainer.data.cache_mode); "on" is the earlier spelling of "memory".
+CACHE_ALIASES = {"on": "memory"}
+CACHE_CHOICES = ("auto", "memory", "disk", "off")
+CACHE_OPTIONS = (*CACHE_CHOICES, *CACHE_ALIASES)
 
 # Text a learner is told to replace in the codelab; finding it in a path means they did not.
 PLACEHOLDER_PATTERNS = (

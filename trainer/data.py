@@ -28,15 +28,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from trainer.config import ConfigError
+from trainer.config import CACHE_ALIASES, CACHE_CHOICES, ConfigError
 
 AUTOTUNE = tf.data.AUTOTUNE
 SPLITS = ("train", "validation", "test")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 
-# `--cache`: where the resized uint8 images are kept after the first pass.
-CACHE_CHOICES = ("auto", "memory", "disk", "off")
-CACHE_ALIASES = {"on": "memory"}  # the option's earlier spelling
+# `--cache` (options in trainer.config): where the resized uint8 images are kept after epoch 1.
 # `auto` keeps the cache in memory up to 1/8 of the memory of the machine (or of the
 # container, when a cgroup limits it), at least 256 MiB: each worker also holds the model,
 # its optimizer state and the batches in flight, and two local workers cache twice. Larger
