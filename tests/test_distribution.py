@@ -85,3 +85,20 @@ def test_ps_tasks_are_refused_with_the_reason():
     info = parse_tf_config(tf_config({**CLUSTER, "ps": ["localhost:9"]}, "ps", 0))
     with pytest.raises(ConfigError, match="ParameterServerStrategy"):
         create_strategy(info)
+
+
+def test_xla_is_refused_for_cpu_workers_only():
+    from trainer.distribution import check_xla
+
+    two_workers = parse_tf_config(
+        {
+            "TF_CONFIG": json.dumps(
+                {"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}
+            )
+        }
+    )
+    with pytest.raises(ConfigError, match="--xla on cannot train on several CPU workers"):
+        check_xla(True, two_workers, gpu=False)
+    check_xla(True, two_workers, gpu=True)  # NCCL collectives compile
+    check_xla(True, parse_tf_config({}), gpu=False)  # one process on a CPU compiles
+    check_xla(False, two_workers, gpu=False)

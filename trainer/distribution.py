@@ -16,6 +16,11 @@ from typing import Any
 from trainer.config import ConfigError
 
 CLUSTER_TASK_TYPES = ("chief", "worker", "ps")
+# Gradients are all-reduced in packs of this size instead of one collective per variable.
+# ResNet50 has 216 gradient tensors (102 MB); between two local workers over gRPC, one
+# collective each took 0.68 s per step and 4 MiB packs 0.25 s (1-32 MiB: 0.25-0.30 s), which
+# cut the 2-worker epoch from 65 s to 52 s. On GPUs (NCCL) packing is a documented hint too.
+ALL_REDUCE_PACK_BYTES = 4 * 1024 * 1024
 ALL_TASK_TYPES = (*CLUSTER_TASK_TYPES, "evaluator")
 
 
@@ -138,6 +143,22 @@ def remove_dir(path: str) -> None:
         tf.io.gfile.rmtree(path)
 
 
+def check_xla(xla: bool, info: ClusterInfo, gpu: bool) -> None:
+    """Refuse XLA for a multi-worker run without GPUs, before any data or model is built.
+
+    TensorFlow 2.21 cannot compile MWMS's all-reduce for CPU devices: `fit` fails on its first
+    step with "Collectives are not yet implemented for CPU devices when compiling with XLA" and
+    the process then aborts ("double free or corruption"). On GPUs, and for one process on a
+    CPU, XLA works.
+    """
+    if xla and info.is_multi_worker and not gpu:
+        raise ConfigError(
+            "--xla on cannot train on several CPU workers: TensorFlow has no XLA all-reduce "
+            "for CPU devices. Use --xla auto (XLA only with a GPU) or --xla off, or give the "
+            "workers GPUs."
+        )
+
+
 def create_strategy(info: ClusterInfo) -> Any:
     """MultiWorkerMirroredStrategy for a cluster, else the best single-machine strategy.
 
@@ -152,7 +173,11 @@ def create_strategy(info: ClusterInfo) -> Any:
     import tensorflow as tf
 
     if info.is_multi_worker:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=tf.distribute.experimental.CommunicationOptions(
+                bytes_per_pack=ALL_REDUCE_PACK_BYTES
+            )
+        )
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()

@@ -15,6 +15,7 @@ from typing import Any
 
 from trainer.config import ConfigError, TrainConfig
 from trainer.distribution import (
+    check_xla,
     create_strategy,
     parse_tf_config,
     remove_dir,
@@ -92,6 +93,7 @@ def run(config: TrainConfig) -> RunResult:
     if _switch(config.mixed_precision, gpu):
         keras.mixed_precision.set_global_policy("mixed_float16")
     jit = _switch(config.xla, gpu)
+    check_xla(jit, info, gpu)
 
     model_dir = config.model_dir.rstrip("/")
     target_dir = write_dir(model_dir, info)
