@@ -44,6 +44,17 @@ def sample_for_jobs():
     return ensure_sample()
 
 
+@pytest.fixture(scope="session")
+def nbval_lab(tmp_path_factory, sample_for_jobs):
+    """The six notebooks executed once under nbval (tests/lab_runs.py): the notebook tests
+    check its cells and records, tests/test_training.py the model notebook 02 trained."""
+    from lab_runs import run_lab_under_nbval
+
+    return run_lab_under_nbval(
+        tmp_path_factory.mktemp("lab-home"), tmp_path_factory.mktemp("notebooks"), sample_for_jobs
+    )
+
+
 # ---- the local Vertex AI service (tests/test_emulator*.py) ----
 
 DEMO_IMAGE_URI = "us-central1-docker.pkg.dev/local-project/demo/app:1"

@@ -1,19 +1,12 @@
 """The six notebooks executed end to end in local mode, and `python -m labkit lab`.
 
-One execution serves two checks: papermill injects the CI knobs (`labkit.lab.CHECK_PARAMETERS`)
-into copies of the notebooks, nbval executes them in order and compares the cells marked
-``# NBVAL_CHECK_OUTPUT`` with the reference outputs committed in notebooks/, and the test
-then reads what the notebooks recorded in ``results.json``.
-
-Everything runs in a temporary LAB_HOME (a copy of the sample, a local Vertex AI service on
-a free port), so it neither uses nor deletes the developer's `.lab/`.
+One execution (tests/lab_runs.py) serves two checks: nbval runs every cell and compares the
+reference cells, and the tests then read what the notebooks recorded in ``results.json``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,35 +14,15 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
+from lab_runs import LAB_TIMEOUT_S, make_lab_home, service_running
 
 from labkit import lab, notebook, plots
-from labkit.settings import Settings, load_settings
-from labkit.vertex_env import free_ports
+from labkit.settings import Settings
 
 CHANCE = 0.2  # five classes
-LAB_TIMEOUT_S = 3000  # about 8 minutes on 2 quiet cores; far more on a busy machine
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def make_lab_home(root: Path, sample) -> dict[str, str]:
-    """A LAB_HOME with a copy of the sample (notebook 05 deletes it) and a free port for the
-    local Vertex AI service; returns the environment that selects it."""
-    shutil.copytree(sample.root, root / "sample", ignore=shutil.ignore_patterns(".lock"))
-    load_settings(
-        "local",
-        path=root / "settings.json",
-        save=True,
-        emulator_port=free_ports(1)[0],
-    )
-    return {**os.environ, "CASSAVA_LAB_HOME": str(root), "PYTHONUNBUFFERED": "1"}
-
-
-def service_running(home: Path) -> bool:
-    from labkit.emulator import control
-
-    return control.status(home / "vertex").running
 
 
 def tiny_notebook(path: Path, body: str) -> Path:
@@ -67,43 +40,7 @@ def tiny_notebook(path: Path, body: str) -> Path:
 
 
 # --------------------------------------------------------------------------- the whole lab
-
-
-@pytest.fixture(scope="module")
-def nbval_lab(tmp_path_factory, sample_for_jobs):
-    """Prepare the six notebooks with the CI knobs and execute them in order under nbval."""
-    home = tmp_path_factory.mktemp("lab-home")
-    env = make_lab_home(home, sample_for_jobs)
-    work = tmp_path_factory.mktemp("notebooks")
-    run_dir = work / "run"
-    for path in lab.resolve_notebooks():
-        lab.prepare(path, work / path.name, {**lab.CHECK_PARAMETERS, "RUN_DIR": str(run_dir)})
-    (work / "pytest.ini").write_text("[pytest]\naddopts =\n")
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-c",
-        str(work / "pytest.ini"),
-        "--rootdir",
-        str(work),
-        "-p",
-        "no:cacheprovider",
-        "--nbval-lax",
-        "--nbval-current-env",
-        f"--nbval-cell-timeout={lab.CELL_TIMEOUT_S}",
-        "-q",
-        *(str(work / f"{name}.ipynb") for name in lab.NOTEBOOKS),
-    ]
-    try:
-        result = subprocess.run(
-            command, cwd=work, env=env, capture_output=True, text=True, timeout=LAB_TIMEOUT_S
-        )
-    finally:
-        from labkit.emulator import control
-
-        control.stop(home / "vertex")  # whatever happened, no service outlives the test
-    return {"result": result, "home": home, "run_dir": run_dir}
+# (`nbval_lab`, a session fixture in conftest.py: tests/test_training.py reads its baseline)
 
 
 @pytest.mark.slow
@@ -317,8 +254,8 @@ def test_cluster_and_job_knobs_keep_the_baselines_global_batch_locally():
     local = Settings(mode="local", project_id="local-project")
     single, cluster, job = (local.knobs(profile=p) for p in ("single", "cluster", "job"))
     assert single["batch_size"] * 1 == cluster["batch_size"] * cluster["workers"] == 16
-    assert job["batch_size"] == 16  # one short epoch: 16 steps of 2 x 16
-    assert (single["epochs"], cluster["epochs"], job["epochs"]) == (3, 2, 1)
+    assert (job["batch_size"], job["steps_per_epoch"]) == (16, 8)  # 8 steps of 2 x 16
+    assert (single["epochs"], cluster["epochs"], job["epochs"]) == (2, 2, 1)
     assert local.knobs(profile="job", epochs=4)["epochs"] == 4  # a parameter still wins
     cloud = Settings(mode="cloud", project_id="my-project-123")
     assert cloud.knobs(profile="job") == cloud.knobs(profile="cluster") == cloud.knobs()
