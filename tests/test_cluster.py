@@ -281,6 +281,9 @@ def test_cli_interrupt_leaves_no_process(tmp_path, replica_script, sig, assert_g
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # Ctrl-C goes to the CLI only, as from its own terminal
+        # A shell running pytest in the background ignores SIGINT, and Python keeps an
+        # inherited SIG_IGN: give the CLI the default handler a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 30
     descendants: list = []
