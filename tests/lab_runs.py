@@ -24,7 +24,7 @@ from labkit.vertex_env import free_ports
 LAB_TIMEOUT_S = 3000  # about 9 minutes on 2 quiet cores; far more on a busy machine
 
 
-def make_lab_home(root: Path, sample) -> dict[str, str]:
+def make_lab_home(root: Path, sample: Any) -> dict[str, str]:
     """A LAB_HOME with a copy of the sample (notebook 05 deletes it) and a free port for the
     local Vertex AI service; returns the environment that selects it."""
     shutil.copytree(sample.root, root / "sample", ignore=shutil.ignore_patterns(".lock"))
