@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 KERNEL := cassava-lab
 
-.PHONY: help venv lab train test test-fast bench jupyter lint format clean
+.PHONY: help venv browser lab train test test-fast bench jupyter lint format clean
 
 help:
 	@echo "make lab      run the whole lab (notebooks 00-05) locally and print where results are"
@@ -26,13 +26,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-lab: $(STAMP)
+# Debian's chromium for the console page's browser tests and screenshots (apt-get, once).
+browser:
+	.ci/install-browser
+
+lab: $(STAMP) browser
 	$(BIN)/python -m labkit lab
 
 train: $(STAMP)
 	$(BIN)/python -m labkit lab --train-only
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP)
