@@ -3,7 +3,8 @@
 The codelab says "about 5 USD" once and never shows how a configuration adds up. Here every
 machine and every GPU is a line (replicas x unit price), priced from the table in
 ``labkit/prices.json``, which names its region and the date the prices were read. The output
-always says it is an estimate and what it leaves out.
+always says it is an estimate and what it leaves out. The table and the machine catalog live
+in `labkit.specs` (the job-spec core), so a spec that validates is a spec this can price.
 
 CLI::
 
@@ -16,60 +17,29 @@ import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from labkit.specs import (
     NO_ACCELERATOR,
     POOL_ROLES,
+    PRICE_FILE,
+    PriceTable,
     SpecFileError,
     as_int,
     load_document,
+    load_price_table,
     pools_of,
     snake_keys,
 )
 
-PRICE_FILE = Path(__file__).with_name("prices.json")
-
-
-@dataclasses.dataclass(frozen=True)
-class PriceTable:
-    """Hourly on-demand prices for one region, with where and when they were read."""
-
-    region: str
-    currency: str
-    source: str
-    prices_read: str
-    how_read: str
-    excludes: str
-    machine_types: dict[str, float]
-    accelerators: dict[str, float]
-
-    def machine_price(self, machine_type: str) -> float:
-        try:
-            return self.machine_types[machine_type]
-        except KeyError:
-            raise KeyError(
-                f"no price for machine type {machine_type!r} in the price table ({self.region}, "
-                f"read {self.prices_read}). Fix: add it to labkit/prices.json from the "
-                f"{self.source}, or pick one of {', '.join(sorted(self.machine_types))}."
-            ) from None
-
-    def accelerator_price(self, accelerator_type: str) -> float:
-        try:
-            return self.accelerators[accelerator_type]
-        except KeyError:
-            raise KeyError(
-                f"no price for accelerator {accelerator_type!r} in the price table "
-                f"({self.region}, read {self.prices_read}). Fix: add it to labkit/prices.json "
-                f"from the {self.source}."
-            ) from None
-
-
-def load_price_table(path: str | Path | None = None) -> PriceTable:
-    data = json.loads(Path(path or PRICE_FILE).read_text())
-    fields = {f.name for f in dataclasses.fields(PriceTable)}
-    return PriceTable(**{k: v for k, v in data.items() if k in fields})
+__all__ = [
+    "PRICE_FILE",
+    "CostEstimate",
+    "CostLine",
+    "PriceTable",
+    "estimate_cost",
+    "load_price_table",
+]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,18 +85,50 @@ _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """One thing Vertex would reject, or that would break MWMS: where, what, and the fix."""
+    """One thing Vertex would reject, or that would break MWMS: where, what, and the fix.
+
+    ``field`` is the path as the SDK user writes it (``worker_pool_specs[1].machine_spec.
+    accelerator_type``); `path` is the same in the REST JSON's camelCase
+    (``workerPoolSpecs[1].machineSpec.acceleratorType``), which the console page uses to put
+    the message beside its form field. ``vertex_rejects`` is False for the kit's own advice
+    (MWMS wants equal GPUs, a placeholder left in, Container Registry, a machine the kit
+    cannot price): `spec validate` reports those too, the local service refuses only what
+    Vertex itself refuses.
+    """
 
     field: str
     message: str
     fix: str
+    vertex_rejects: bool = True
+
+    @property
+    def path(self) -> str:
+        return ".".join(_camel(part) for part in self.field.split("."))
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message} Fix: {self.fix}"
 
 
+class SpecError(ValueError):
+    """A job spec that cannot be submitted: every `Problem` at once (``.problems``).
+
+    The one error type of the job-spec core: the notebooks' builder, the console's form and
+    the local service's REST handler all raise or catch this; the service turns it into
+    Vertex's 400 INVALID_ARGUMENT with one field violation per problem.
+    """
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(format_problems(self.problems))
+
+
 class SpecFileError(ValueError):
     """The spec file cannot be read as a worker pool spec document."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 # --------------------------------------------------------------------------- building
@@ -256,6 +288,8 @@ def as_int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # a google.protobuf.Struct (trainingTaskInputs) holds only doubles
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
     return None
@@ -283,7 +317,7 @@ def _placeholder_problem(field: str, value: str, what: str) -> Problem | None:
         fix = "put the name of a bucket you own in (the kit's is settings.bucket_uri)."
     else:
         fix = "replace it with the real value."
-    return Problem(field, f"contains the placeholder {ph!r} instead of a real {what}.", fix)
+    return Problem(field, f"contains the placeholder {ph!r} instead of a real {what}.", fix, False)
 
 
 def _check_image_uri(field: str, uri: str) -> list[Problem]:
@@ -302,6 +336,7 @@ def _check_image_uri(field: str, uri: str) -> list[Problem]:
                 "push the image to Artifact Registry and use "
                 "REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG (settings.image_uri; "
                 "`labkit.images` prints the build and push commands).",
+                False,
             )
         )
     elif host.endswith("-docker.pkg.dev") and len(path.split("/")) < 3:
@@ -310,13 +345,56 @@ def _check_image_uri(field: str, uri: str) -> list[Problem]:
                 field,
                 f"{uri!r} is not an Artifact Registry image path.",
                 "use REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG.",
+                False,
             )
         )
     return problems
 
 
 def _check_machine(at: str, machine_spec: Any) -> tuple[list[Problem], int]:
-    """Problems of one pool's machine_spec, and its accelerator count (0 when none)."""
+    """Problems of one pool's machine_spec, and its accelerator count (0 when none).
+
+    A shape Vertex takes but the kit's price table lacks is a (kit) problem too, so every
+    spec that validates can be priced by `labkit cost`.
+    """
+    problems, count = _check_machine_shape(at, machine_spec)
+    if problems:
+        return problems, count
+    table = load_price_table()
+    machine = str(machine_spec["machine_type"])
+    if machine not in table.machine_types:
+        problems.append(
+            Problem(
+                f"{at}.machine_spec.machine_type",
+                f"Vertex takes {machine}, but the kit has no checked price for it "
+                f"({table.region}, read {table.prices_read}), so `labkit cost` cannot "
+                "estimate this job.",
+                f"pick a priced machine ({_priced_examples(table)}), or add its price to "
+                f"labkit/prices.json from the {table.source}.",
+                False,
+            )
+        )
+    accel = machine_spec.get("accelerator_type")
+    if count and accel and accel not in table.accelerators:
+        problems.append(
+            Problem(
+                f"{at}.machine_spec.accelerator_type",
+                f"Vertex takes {accel}, but the kit has no checked price for it "
+                f"({table.region}, read {table.prices_read}).",
+                f"add its price to labkit/prices.json from the {table.source}, or pick one of "
+                f"{', '.join(sorted(table.accelerators))}.",
+                False,
+            )
+        )
+    return problems, count
+
+
+def _priced_examples(table: PriceTable) -> str:
+    return ", ".join(sorted(table.machine_types)[:6]) + ", ..."
+
+
+def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int]:
+    """The machine_spec against Vertex's rules: families, GPU types, counts, vCPU limits."""
     if not isinstance(machine_spec, dict) or not machine_spec.get("machine_type"):
         return [
             Problem(
@@ -525,9 +603,12 @@ def _check_args_env(at: str, spec: dict[str, Any]) -> list[Problem]:
     return problems
 
 
-def validate_worker_pool_specs(specs: Any) -> list[Problem]:
-    """Every problem in a ``worker_pool_specs`` list (snake_case or camelCase keys)."""
-    field = "worker_pool_specs"
+def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> list[Problem]:
+    """Every problem in a ``worker_pool_specs`` list (snake_case or camelCase keys).
+
+    ``field`` is where the list sits (``job_spec.worker_pool_specs`` in a CustomJob,
+    ``training_task_inputs.worker_pool_specs`` in a TrainingPipeline).
+    """
     if not isinstance(specs, list):
         return [
             Problem(
@@ -601,6 +682,7 @@ def validate_worker_pool_specs(specs: Any) -> list[Problem]:
                 f"{accelerators[0]}; MultiWorkerMirroredStrategy wants the same number of GPUs "
                 "on every machine.",
                 "give pool 0 and pool 1 the same accelerator_count.",
+                False,
             )
         )
     return problems
@@ -665,9 +747,203 @@ def _check_labels(labels: Any, require_kit_labels: bool) -> list[Problem]:
                 f"is missing: without {KIT_LABEL_KEY}={KIT_LABEL_VALUE} the cleanup cannot find "
                 "this job.",
                 "use settings.labels (build_job does).",
+                False,
             )
         )
     return problems
+
+
+# --------------------------------------------------------------------------- prices
+
+
+PRICE_FILE = Path(__file__).with_name("prices.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class PriceTable:
+    """Hourly on-demand prices for one region, with where and when they were read."""
+
+    region: str
+    currency: str
+    source: str
+    prices_read: str
+    how_read: str
+    excludes: str
+    machine_types: dict[str, float]
+    accelerators: dict[str, float]
+
+    def machine_price(self, machine_type: str) -> float:
+        try:
+            return self.machine_types[machine_type]
+        except KeyError:
+            raise KeyError(
+                f"no price for machine type {machine_type!r} in the price table ({self.region}, "
+                f"read {self.prices_read}). Fix: add it to labkit/prices.json from the "
+                f"{self.source}, or pick one of {', '.join(sorted(self.machine_types))}."
+            ) from None
+
+    def accelerator_price(self, accelerator_type: str) -> float:
+        try:
+            return self.accelerators[accelerator_type]
+        except KeyError:
+            raise KeyError(
+                f"no price for accelerator {accelerator_type!r} in the price table "
+                f"({self.region}, read {self.prices_read}). Fix: add it to labkit/prices.json "
+                f"from the {self.source}."
+            ) from None
+
+
+_TABLES: dict[str, PriceTable] = {}
+
+
+def load_price_table(path: str | Path | None = None) -> PriceTable:
+    """The price table (``labkit/prices.json`` unless ``path``), read once per file."""
+    key = str(Path(path or PRICE_FILE).resolve())
+    if key not in _TABLES:
+        data = json.loads(Path(key).read_text())
+        fields = {f.name for f in dataclasses.fields(PriceTable)}
+        _TABLES[key] = PriceTable(**{k: v for k, v in data.items() if k in fields})
+    return _TABLES[key]
+
+
+def machine_catalog(table: PriceTable | None = None) -> list[tuple[str, str | None, int]]:
+    """Every machine shape the validator knows: ``(machine_type, accelerator, count)``.
+
+    The priced CPU machines, every N1 machine with each GPU count its vCPUs allow, and every
+    accelerator-optimized shape with its attached GPUs. tests/test_specs.py walks it through
+    validate + cost: each shape is either accepted and priced or refused with a message.
+    """
+    table = table or load_price_table()
+    shapes: list[tuple[str, str | None, int]] = [(m, None, 0) for m in sorted(table.machine_types)]
+    for machine in sorted(table.machine_types):
+        if _family(machine) != "n1":
+            continue
+        for accel, limits in sorted(N1_GPU_VCPU_LIMITS.items()):
+            for count, most_vcpus in sorted(limits.items()):
+                if (_vcpus(machine) or 0) <= most_vcpus:
+                    shapes.append((machine, accel, count))
+    shapes += [(m, gpu, n) for m, (gpu, n) in ATTACHED_GPUS.items()]
+    return shapes
+
+
+# --------------------------------------------------------------------------- REST resources
+
+# The training task definition of a custom-training TrainingPipeline (the console's
+# "custom training (advanced)" and the SDK's Custom*TrainingJob): the SDK's
+# `schema.training_job.definition.custom_task`.
+CUSTOM_TASK_SCHEMA = (
+    "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
+)
+_DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
+# Maps whose keys are user data, not field names: never renamed.
+_OPAQUE_MAPS = frozenset({"labels"})
+
+
+def camel_keys(value: Any) -> Any:
+    """Field names in the REST JSON's camelCase, recursively (label keys untouched)."""
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            _camel(k): (v if _camel(k) in _OPAQUE_MAPS else camel_keys(v)) for k, v in value.items()
+        }
+    return value
+
+
+def parse_duration(text: Any) -> float:
+    """Protobuf JSON duration (``"3600s"``, ``"1.5s"``) in seconds."""
+    if not isinstance(text, str) or not _DURATION.match(text):
+        raise ValueError(f"{text!r} is not a duration like '3600s'")
+    return float(text[:-1])
+
+
+def is_empty_pool(pool: Any) -> bool:
+    """``{}`` keeps a pool's position (e.g. no workers, but evaluators), as on Vertex."""
+    return isinstance(pool, dict) and not pool
+
+
+def _check_job_spec(spec: Any, at: str) -> list[Problem]:
+    """A CustomJobSpec (camelCase), found at ``at`` (``job_spec`` or ``training_task_inputs``)."""
+    if not isinstance(spec, dict) or not spec:
+        return [
+            Problem(
+                f"{at}.worker_pool_specs",
+                "Required field is not set: at least one worker pool is needed.",
+                "add pool 0, the primary replica (chief), with replica_count 1.",
+            )
+        ]
+    problems = validate_worker_pool_specs(spec.get("workerPoolSpecs"), f"{at}.worker_pool_specs")
+    scheduling = spec.get("scheduling") or {}
+    timeout = scheduling.get("timeout") if isinstance(scheduling, dict) else None
+    if timeout is not None:
+        try:
+            ok = parse_duration(timeout) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.append(
+                Problem(
+                    f"{at}.scheduling.timeout",
+                    f"is {timeout!r}; Vertex takes a positive duration like '3600s'.",
+                    "give the timeout in seconds with an s, e.g. '7200s'.",
+                )
+            )
+    base = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    if base is not None and not str(base).startswith("gs://"):
+        problems.append(
+            Problem(
+                f"{at}.base_output_directory.output_uri_prefix",
+                f"is {base!r}; Vertex takes a Cloud Storage URI starting with gs://.",
+                "use gs://BUCKET/PATH (the kit's bucket is settings.bucket_uri).",
+            )
+        )
+    return problems
+
+
+def _check_resource(body: dict[str, Any], kind: str) -> list[Problem]:
+    problems: list[Problem] = []
+    if not str(body.get("displayName") or "").strip():
+        problems.append(
+            Problem(
+                "display_name",
+                "Required field is not set.",
+                f"give the {kind} a display_name (the name the console lists).",
+            )
+        )
+    return problems + _check_labels(body.get("labels"), False)
+
+
+def validate_custom_job(body: dict[str, Any]) -> list[Problem]:
+    """Every problem of a CustomJob REST body (camelCase, as the SDK POSTs it)."""
+    return _check_resource(body, "job") + _check_job_spec(body.get("jobSpec"), "job_spec")
+
+
+def validate_training_pipeline(body: dict[str, Any]) -> list[Problem]:
+    """Every problem of a custom-task TrainingPipeline REST body (camelCase).
+
+    ``trainingTaskInputs`` is a protobuf Struct, so it keeps the keys the client wrote: the
+    SDK writes snake_case (``worker_pool_specs``), a REST client camelCase; both are read.
+    """
+    problems = _check_resource(body, "training pipeline")
+    if body.get("trainingTaskDefinition") != CUSTOM_TASK_SCHEMA:
+        problems.append(
+            Problem(
+                "training_task_definition",
+                f"is {body.get('trainingTaskDefinition')!r}; custom training uses the custom "
+                "task schema.",
+                f"set it to {CUSTOM_TASK_SCHEMA}.",
+            )
+        )
+    return problems + _check_job_spec(
+        camel_keys(body.get("trainingTaskInputs") or {}), "training_task_inputs"
+    )
+
+
+def raise_for_problems(problems: Sequence[Problem], *, vertex_only: bool = False) -> None:
+    """`SpecError` with the problems (only Vertex's own refusals with ``vertex_only``)."""
+    wanted = [p for p in problems if p.vertex_rejects or not vertex_only]
+    if wanted:
+        raise SpecError(wanted)
 
 
 def load_document(path: str | Path) -> Any:

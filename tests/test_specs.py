@@ -175,7 +175,79 @@ def test_n1_gpu_counts_and_vcpu_limits():
     ],
 )
 def test_accelerator_optimized_shapes_with_their_own_gpus_pass(machine, gpu, count):
-    assert validate_worker_pool_specs([gpu_pool(machine, gpu, count)]) == []
+    problems = validate_worker_pool_specs([gpu_pool(machine, gpu, count)])
+    assert [p for p in problems if p.vertex_rejects] == []
+    # Vertex takes them; the kit says so when it has no checked price for them.
+    assert all("no checked price" in p.message for p in problems)
+
+
+def test_every_catalog_machine_is_validated_and_priced_or_refused_with_a_message():
+    """Issue 15: no spec that validates can make `labkit cost` fail."""
+    from labkit.cost import estimate_cost
+
+    priced = unpriced = 0
+    for machine, gpu, count in specs.machine_catalog():
+        pool = gpu_pool(machine, gpu, count) if gpu else {**gpu_pool(machine, None, None)}
+        problems = validate_worker_pool_specs([pool])
+        assert [p for p in problems if p.vertex_rejects] == [], (machine, gpu, count)
+        if problems:
+            unpriced += 1
+            assert all(not p.vertex_rejects and "no checked price" in p.message for p in problems)
+            assert all("labkit/prices.json" in p.fix for p in problems)
+            continue
+        estimate = estimate_cost([pool], 1.0)
+        assert estimate.total > 0, (machine, gpu, count)
+        priced += 1
+    table = specs.load_price_table()
+    assert priced >= len(table.machine_types) + 40  # every CPU machine and the N1 GPU shapes
+    # every machine in the table, and every N1 + GPU pairing, is priced
+    for machine in table.machine_types:
+        assert validate_worker_pool_specs([gpu_pool(machine, None, None)]) == [], machine
+    assert unpriced <= len(specs.ATTACHED_GPUS)
+
+
+def test_problem_paths_are_rest_camel_case_and_spec_error_carries_them():
+    problems = validate_worker_pool_specs(
+        [gpu_pool("n1-standard-4", None, None), gpu_pool("n1-standard-4", "NVIDIA_H100_80GB", 1)]
+    )
+    paths = {p.path for p in problems}
+    assert "workerPoolSpecs[1].machineSpec.acceleratorType" in paths
+    err = specs.SpecError(problems)
+    assert err.problems == problems and "N1" in str(err)
+
+
+def test_rest_custom_job_and_training_pipeline_bodies():
+    pool = {
+        "replicaCount": "1",
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "containerSpec": {"imageUri": "us-docker.pkg.dev/p/r/i:1"},
+    }
+    job = {"displayName": "j", "jobSpec": {"workerPoolSpecs": [pool, {}]}}
+    assert specs.validate_custom_job(job) == []
+    bad = specs.validate_custom_job({"jobSpec": {"scheduling": {"timeout": "soon"}}})
+    assert {p.field for p in bad} >= {"display_name", "job_spec.worker_pool_specs"}
+    pipeline = {
+        "displayName": "p",
+        "trainingTaskDefinition": specs.CUSTOM_TASK_SCHEMA,
+        "trainingTaskInputs": {  # the SDK writes the Struct in snake_case, numbers as doubles
+            "worker_pool_specs": [
+                {
+                    "replica_count": 1.0,
+                    "machine_spec": {
+                        "machine_type": "n1-standard-4",
+                        "accelerator_type": "ACCELERATOR_TYPE_UNSPECIFIED",
+                        "accelerator_count": 0.0,
+                    },
+                    "container_spec": {"image_uri": "x-docker.pkg.dev/p/r/i"},
+                }
+            ],
+            "base_output_directory": {"output_uri_prefix": "gs://b/out"},
+        },
+    }
+    assert specs.validate_training_pipeline(pipeline) == []
+    wrong = specs.validate_training_pipeline({**pipeline, "trainingTaskDefinition": "x"})
+    assert [p.field for p in wrong] == ["training_task_definition"]
+    assert specs.CUSTOM_TASK_SCHEMA in wrong[0].fix
 
 
 @pytest.mark.parametrize(
