@@ -46,6 +46,27 @@ class ConfigError(ValueError):
     """A configuration problem found before any training starts; the message names the fix."""
 
 
+# Inside Vertex AI (CLUSTER_SPEC set) without AIP_MODEL_DIR the job has no model output
+# directory: Vertex sets AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR only from
+# the job's baseOutputDirectory (the console's "Model output directory" field; REST reference
+# CustomJobSpec.baseOutputDirectory). A default local path would then be the container's own
+# disk, deleted with the replica after a 30-minute job: fail before training instead.
+MODEL_DIR_MISSING = (
+    "this replica runs inside Vertex AI (CLUSTER_SPEC is set) but the job has no model output "
+    "directory, so Vertex did not set AIP_MODEL_DIR and the model would be saved inside the "
+    "container and lost when the job ends. Set the model output directory: in the console's "
+    "Training container step fill 'Model output directory' with gs://YOUR_BUCKET/PATH; with "
+    "the SDK pass base_output_dir= (or staging_bucket=); in REST set "
+    "baseOutputDirectory.outputUriPrefix; or add --model-dir gs://YOUR_BUCKET/PATH to the "
+    "container's arguments"
+)
+
+
+def inside_vertex_without_model_dir(env: Mapping[str, str]) -> bool:
+    """True when Vertex runs this replica (CLUSTER_SPEC) but gave it no AIP_MODEL_DIR."""
+    return bool(env.get("CLUSTER_SPEC")) and not env.get("AIP_MODEL_DIR")
+
+
 @dataclasses.dataclass
 class TrainConfig:
     """Everything `trainer.run` needs. Field defaults are the codelab's values."""
@@ -264,8 +285,12 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     )
     g.add_argument(
         "--model-dir",
-        default=_env_default(env, "AIP_MODEL_DIR", d["model_dir"].default),
-        help="where the chief saves the model (default: $AIP_MODEL_DIR, else outputs/model)",
+        # None inside Vertex without AIP_MODEL_DIR: parse_config refuses to start then.
+        default=None
+        if inside_vertex_without_model_dir(env)
+        else _env_default(env, "AIP_MODEL_DIR", d["model_dir"].default),
+        help="where the chief saves the model (default: $AIP_MODEL_DIR, else outputs/model; "
+        "required inside Vertex AI when the job has no model output directory)",
     )
     g.add_argument(
         "--checkpoint-dir",
@@ -292,6 +317,8 @@ def parse_config(
     """Config from command-line arguments, with Vertex's environment as the directory defaults."""
     args = build_parser(env).parse_args(argv)
     values = vars(args)
+    if values.get("model_dir") is None:
+        raise ConfigError(MODEL_DIR_MISSING)
     if values.get("tensorboard_dir") in ("none", ""):
         values["tensorboard_dir"] = None
     return TrainConfig(**values)
