@@ -13,6 +13,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from labkit.i18n import _, fonts
+
+# Chinese glyphs for the zh-CN edition (a fallback after the default font; Latin text unchanged)
+fonts.register()
+
 
 def _done(fig: Figure) -> Figure:
     fig.tight_layout()
@@ -44,23 +49,24 @@ def class_distribution(
     for i, (split, values) in enumerate(counts.items()):
         left.bar(x + i * width, values, width, label=f"{split} ({sum(values)})")
     left.set_xticks(x + width * (len(counts) - 1) / 2, class_names)
-    left.set_ylabel("images")
-    left.set_title("Images per class and split")
+    left.set_ylabel(_("images"))
+    left.set_title(_("Images per class and split"))
     left.legend()
 
     first = "train" if "train" in counts else next(iter(counts))
     shares = np.array(counts[first], dtype=float) / max(sum(counts[first]), 1)
-    right.bar(x - 0.2, shares * 100, 0.4, label=f"this data ({first})")
-    title = "Class share (%)"
+    right.bar(x - 0.2, shares * 100, 0.4, label=_("this data ({split})").format(split=first))
+    title = _("Class share (%)")
     picked = [class_names.index(c) for c in highlight if c in class_names]
     if reference:
         ref = np.array([reference.get(c, 0) for c in class_names], dtype=float)
         ref_shares = ref / max(ref.sum(), 1)
-        right.bar(x + 0.2, ref_shares * 100, 0.4, label="real cassava (train)")
+        right.bar(x + 0.2, ref_shares * 100, 0.4, label=_("real cassava (train)"))
         if picked:
-            title += (
-                f": {' + '.join(class_names[i] for i in picked)} = "
-                f"{shares[picked].sum():.1%} here, {ref_shares[picked].sum():.1%} in the real data"
+            title += _(": {classes} = {here:.1%} here, {real:.1%} in the real data").format(
+                classes=" + ".join(class_names[i] for i in picked),
+                here=shares[picked].sum(),
+                real=ref_shares[picked].sum(),
             )
     elif picked:
         title += f": {' + '.join(class_names[i] for i in picked)} = {shares[picked].sum():.1%}"
@@ -102,15 +108,15 @@ def image_size_distribution(sizes: Sequence[tuple[int, int]], target: int = 300)
     fig, (scatter, hist) = plt.subplots(1, 2, figsize=(11, 4))
     scatter.scatter(widths, heights, s=8, alpha=0.5)
     scatter.scatter([target], [target], marker="s", s=60, color="red", label=f"{target}x{target}")
-    scatter.set_xlabel("width (px)")
-    scatter.set_ylabel("height (px)")
-    scatter.set_title(f"Image sizes ({len(sizes)} images)")
+    scatter.set_xlabel(_("width (px)"))
+    scatter.set_ylabel(_("height (px)"))
+    scatter.set_title(_("Image sizes ({n} images)").format(n=len(sizes)))
     scatter.legend()
     ratios = widths / heights
     hist.hist(ratios, bins=20)
-    hist.axvline(1.0, color="red", label="square (what resizing produces)")
-    hist.set_xlabel("aspect ratio width / height")
-    hist.set_title("Aspect ratios: resizing to a square stretches most images")
+    hist.axvline(1.0, color="red", label=_("square (what resizing produces)"))
+    hist.set_xlabel(_("aspect ratio width / height"))
+    hist.set_title(_("Aspect ratios: resizing to a square stretches most images"))
     hist.legend()
     return _done(fig)
 
@@ -120,7 +126,9 @@ def resize_before_after(original: np.ndarray, resized: Mapping[str, np.ndarray])
     fig, axes = plt.subplots(1, 1 + len(resized), figsize=(4 * (1 + len(resized)), 4))
     axes = np.atleast_1d(axes)
     axes[0].imshow(original)
-    axes[0].set_title(f"original {original.shape[1]}x{original.shape[0]}")
+    axes[0].set_title(
+        _("original {width}x{height}").format(width=original.shape[1], height=original.shape[0])
+    )
     for ax, (label, image) in zip(axes[1:], resized.items(), strict=True):
         ax.imshow(image)
         ax.set_title(f"{label}: {image.shape[1]}x{image.shape[0]} {image.dtype}")
@@ -138,12 +146,12 @@ def learning_curves(history: Mapping[str, Sequence[float]], title: str = "") -> 
     for ax, metric in ((loss_ax, "loss"), (acc_ax, "accuracy")):
         for key, style in ((metric, "o-"), (f"val_{metric}", "s--")):
             if history.get(key):
-                ax.plot(epochs[: len(history[key])], history[key], style, label=key)
-        ax.set_xlabel("epoch")
+                ax.plot(epochs[: len(history[key])], history[key], style, label=_(key))
+        ax.set_xlabel(_("epoch"))
         ax.set_xticks(epochs)
-        ax.set_title(f"{title} {metric}".strip())
+        ax.set_title(f"{_(title) if title else ''} {_(metric)}".strip())
         ax.legend()
-    acc_ax.axhline(0.2, color="grey", linestyle=":", label="chance (5 classes)")
+    acc_ax.axhline(0.2, color="grey", linestyle=":", label=_("chance (5 classes)"))
     acc_ax.legend()
     return _done(fig)
 
@@ -169,10 +177,11 @@ def confusion_matrix(
         ax.text(p, t, str(value), ha="center", va="center", color=colour)
     ax.set_xticks(range(len(class_names)), class_names)
     ax.set_yticks(range(len(class_names)), class_names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
+    ax.set_xlabel(_("predicted"))
+    ax.set_ylabel(_("true"))
     right = int(np.trace(matrix))
-    ax.set_title(f"{title} {right}/{matrix.sum()} right".strip())
+    score = _("{right}/{total} right").format(right=right, total=matrix.sum())
+    ax.set_title(f"{_(title) if title else ''} {score}".strip())
     return _done(fig)
 
 
@@ -196,7 +205,10 @@ def predictions_grid(
         ax.imshow(image)
         confidence = f" {probabilities[i][p]:.0%}" if probabilities is not None else ""
         ax.set_title(
-            f"true {class_names[t]}\npredicted {class_names[p]}{confidence}",
+            _("true {true}\npredicted {predicted}").format(
+                true=class_names[t], predicted=class_names[p]
+            )
+            + confidence,
             color="green" if t == p else "red",
             fontsize=9,
         )
@@ -218,7 +230,11 @@ def compare_runs(
     names = list(runs)
     for ax, (key, label) in zip(np.atleast_1d(axes), metrics, strict=True):
         values = [float(runs[n].get(key) or 0.0) for n in names]
-        bars = ax.bar(names, values, color=["tab:blue", "tab:orange", "tab:green"][: len(names)])
+        bars = ax.bar(
+            [_(n) for n in names],
+            values,
+            color=["tab:blue", "tab:orange", "tab:green"][: len(names)],
+        )
         ax.bar_label(bars, fmt="%.3g")
-        ax.set_title(label)
+        ax.set_title(_(label))
     return _done(fig)
