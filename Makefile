@@ -6,12 +6,17 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-KERNEL := cassava-lab
+# The edition `make lab` runs: en (notebooks/) or zh-CN (notebooks/zh-CN/): make lab EDITION=zh-CN
+# (not LANG=, which would also set the locale of every process make starts).
+EDITION ?= en
+# The Jupyter kernel: the same name as environment.yml's conda env (tests/test_setup_checks.py).
+KERNEL := cassava-mwms
 
 .PHONY: help venv browser lab train test test-fast bench jupyter lint format clean
 
 help:
 	@echo "make lab      run the whole lab (notebooks 00-05) locally and print where results are"
+	@echo "              make lab EDITION=zh-CN runs the Simplified Chinese edition (notebooks/zh-CN/)"
 	@echo "make test     run every test (unit, multi-process, local Vertex AI service, notebooks)"
 	@echo "make train    only the 2-worker training on the sample, through labkit cluster"
 	@echo "make bench    benchmarks against the codelab's own code (bench/results/latest.json)"
@@ -31,7 +36,7 @@ browser:
 	.ci/install-browser
 
 lab: $(STAMP) browser
-	$(BIN)/python -m labkit lab
+	$(BIN)/python -m labkit lab --lang $(EDITION)
 
 train: $(STAMP)
 	$(BIN)/python -m labkit lab --train-only
@@ -46,7 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 jupyter: $(STAMP)
-	$(BIN)/python -m ipykernel install --user --name $(KERNEL) --display-name "Python (cassava lab)"
+	$(BIN)/python -m ipykernel install --user --name $(KERNEL) --display-name "Python ($(KERNEL))"
 	$(BIN)/jupyter lab notebooks/
 
 lint: $(STAMP)

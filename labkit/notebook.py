@@ -32,11 +32,6 @@ RESULTS_FILE = "results.json"
 
 # Knobs whose trainer option `labkit.specs.TRAINER_OPTIONS` does not map (yet).
 EXTRA_TRAINER_OPTIONS: dict[str, str] = {"bn_momentum": "--bn-momentum"}
-REQUIRED_APIS = (
-    "compute.googleapis.com",
-    "artifactregistry.googleapis.com",
-    "aiplatform.googleapis.com",
-)
 SHOWN_PACKAGES = (
     "tensorflow",
     "tf-keras",
@@ -82,9 +77,12 @@ def trainer_args(knobs: Mapping[str, Any]) -> list[str]:
 
 
 def enable_apis_command(settings: Settings) -> list[str]:
-    """The one gcloud command that enables what the lab uses (codelab section 4, today's
-    names: Artifact Registry instead of Container Registry)."""
-    return ["gcloud", "services", "enable", *REQUIRED_APIS, f"--project={settings.project_id}"]
+    """The one gcloud command that enables the five services the lab uses
+    (`labkit.setup_checks.REQUIRED_APIS`: the codelab's three with Artifact Registry instead
+    of Container Registry, plus Workbench and Cloud Build)."""
+    from labkit.setup_checks import enable_apis_command as command
+
+    return command(settings.project_id)
 
 
 # --------------------------------------------------------------------------- results
@@ -454,8 +452,16 @@ def readiness(settings: Settings, knobs: Mapping[str, Any]) -> list[Check]:
     if settings.mode == "local":
         checks.append(_check("local Vertex AI service", _local_service_ready))
     else:
+        checks.append(_check("APIs enabled", lambda: _apis_enabled(settings)))
         checks.append(_check("Vertex AI reachable", _vertex_reachable))
     return checks
+
+
+def _apis_enabled(settings: Settings) -> tuple[bool, str]:
+    from labkit.setup_checks import check_apis
+
+    found = check_apis(settings.project_id)
+    return found.ok, found.message()
 
 
 def _dataset_ready(knobs: Mapping[str, Any]) -> tuple[bool, str]:
