@@ -55,7 +55,7 @@ CELL_TIMEOUT_S = 1200
 CHECK_PARAMETERS: dict[str, Any] = {"MODE": "local"}
 # Notebook metadata worth keeping in git; the rest (papermill's, widgets) is run noise.
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
-KEPT_CELL_METADATA = ("tags",)
+KEPT_CELL_METADATA = ("tags", "i18n")  # i18n: which English text a zh-CN cell translates
 
 
 @dataclasses.dataclass
@@ -87,10 +87,20 @@ class LabRun:
 # --------------------------------------------------------------------------- choosing
 
 
-def resolve_notebooks(selection: Sequence[str] | None = None) -> list[Path]:
-    """Notebook paths for names like ``00``, ``03_mwms_trainer`` or a path; all by default."""
+def notebook_dir(lang: str = "en") -> Path:
+    """``notebooks/`` for the English edition, ``notebooks/zh-CN/`` for the Chinese one."""
+    from labkit.i18n import normalize_language
+
+    lang = normalize_language(lang)
+    return NOTEBOOK_DIR if lang == "en" else NOTEBOOK_DIR / lang
+
+
+def resolve_notebooks(selection: Sequence[str] | None = None, lang: str = "en") -> list[Path]:
+    """Notebook paths for names like ``00``, ``03_mwms_trainer`` or a path; all by default;
+    from the edition ``lang`` (``en`` or ``zh-CN``)."""
+    folder = notebook_dir(lang)
     if not selection:
-        return [NOTEBOOK_DIR / f"{name}.ipynb" for name in NOTEBOOKS]
+        return [folder / f"{name}.ipynb" for name in NOTEBOOKS]
     found = []
     for item in selection:
         path = Path(item)
@@ -103,7 +113,7 @@ def resolve_notebooks(selection: Sequence[str] | None = None) -> list[Path]:
                 f"unknown notebook {item!r}: use a number (00-05), a name such as "
                 f"{NOTEBOOKS[3]!r}, or the path of an .ipynb file"
             )
-        found.append(NOTEBOOK_DIR / f"{matches[0]}.ipynb")
+        found.append(folder / f"{matches[0]}.ipynb")
     return found
 
 
@@ -392,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--notebooks", nargs="+", metavar="NB", help="e.g. 00 01 (default: all)")
     parser.add_argument("--out", type=Path, help="the run folder (default: runs/<timestamp>)")
     parser.add_argument(
+        "--lang",
+        default="en",
+        help="the edition: en (notebooks/) or zh-CN (notebooks/zh-CN/, Chinese prose and output)",
+    )
+    parser.add_argument(
         "--param",
         action="append",
         default=[],
@@ -441,7 +456,7 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         overrides = dict(parse_param(p) for p in args.param)
-        notebooks = resolve_notebooks(args.notebooks)
+        notebooks = resolve_notebooks(args.notebooks, args.lang)
     except ValueError as err:
         print(f"lab: {err}", file=sys.stderr)
         return 2
@@ -456,6 +471,15 @@ def main(argv: list[str]) -> int:
     if args.update_references and overrides:
         print("lab: --update-references records with CHECK_PARAMETERS only", file=sys.stderr)
         return 2
+    if args.update_references and args.lang != "en":
+        print(
+            "lab: references are recorded from the English notebooks (--lang en)", file=sys.stderr
+        )
+        return 2
+    from labkit.i18n import ENV_VAR, normalize_language
+
+    # the kernels inherit it: the kit's summaries and charts follow the edition being run
+    os.environ[ENV_VAR] = normalize_language(args.lang)
     from labkit.sample import ensure_sample
 
     sample = ensure_sample()
