@@ -1,7 +1,7 @@
 """The local Vertex AI service, driven by the real google-cloud-aiplatform SDK (no patching).
 
 Replicas here run a tiny script from a temporary build context (`demo_build_context`), so
-each job takes seconds; the trainer-backed jobs are in test_emulator_trainer.py.
+each job takes seconds; the trainer-backed job runs in notebook 04 (tests/test_notebooks.py).
 """
 
 from __future__ import annotations

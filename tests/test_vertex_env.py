@@ -1,4 +1,4 @@
-"""The per-replica environment is what Vertex AI writes (design.md, "The Vertex contract")."""
+"""The per-replica environment is what Vertex AI writes (the contract in labkit/vertex_env.py)."""
 
 from __future__ import annotations
 

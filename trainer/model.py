@@ -1,8 +1,8 @@
 """ResNet50 backbone + the codelab's head, built with tf-keras.
 
 tf-keras, not Keras 3: under MultiWorkerMirroredStrategy Keras 3's `fit` fails on
-TensorFlow 2.21 (design.md; keras-team/keras#20585), and its BackupAndRestore has no
-chief/worker split.
+TensorFlow 2.21 (README.md, "What differs from the codelab"; keras-team/keras#20585), and its
+BackupAndRestore has no chief/worker split.
 """
 
 from __future__ import annotations
