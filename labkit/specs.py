@@ -103,7 +103,7 @@ class Problem:
 
     @property
     def path(self) -> str:
-        return ".".join(_camel(part) for part in self.field.split("."))
+        return ".".join(camel_name(part) for part in self.field.split("."))
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message} Fix: {self.fix}"
@@ -126,7 +126,8 @@ class SpecFileError(ValueError):
     """The spec file cannot be read as a worker pool spec document."""
 
 
-def _camel(name: str) -> str:
+def camel_name(name: str) -> str:
+    """``worker_pool_specs`` -> ``workerPoolSpecs`` (REST JSON field names)."""
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
@@ -845,7 +846,8 @@ def camel_keys(value: Any) -> Any:
         return [camel_keys(v) for v in value]
     if isinstance(value, dict):
         return {
-            _camel(k): (v if _camel(k) in _OPAQUE_MAPS else camel_keys(v)) for k, v in value.items()
+            camel_name(k): (v if camel_name(k) in _OPAQUE_MAPS else camel_keys(v))
+            for k, v in value.items()
         }
     return value
 

@@ -189,13 +189,13 @@ def test_scheduling_timeout_stops_the_job(local_vertex, assert_gone):
         ([pool(2)], "worker_pool_specs[0].replica_count", "exactly 1 replica"),
         (
             [pool(1), {"replica_count": 1, "machine_spec": dict(MACHINE)}],
-            "worker_pool_specs[1]",
-            "Either container_spec",
+            "worker_pool_specs[1].container_spec",
+            "no python_package_spec",
         ),
         (
             [{"replica_count": 1, "container_spec": {"image_uri": DEMO_IMAGE_URI}}],
             "worker_pool_specs[0].machine_spec.machine_type",
-            "Required field is not set",
+            "is missing",
         ),
         (
             [
@@ -204,10 +204,10 @@ def test_scheduling_timeout_stops_the_job(local_vertex, assert_gone):
                     "machine_spec": {"machine_type": "n1-standard-4", "accelerator_count": 1},
                 }
             ],
-            "worker_pool_specs[0].machine_spec.accelerator_type",
-            "accelerator_type is not set",
+            "worker_pool_specs[0].machine_spec.accelerator_count",
+            "no accelerator_type is set",
         ),
-        ([{}, pool(1)], "worker_pool_specs[0]", "must be specified"),
+        ([{}, pool(1)], "worker_pool_specs[0]", "pool 0 is the chief"),
     ],
 )
 def test_invalid_jobs_are_rejected_naming_the_field(local_vertex, pools, field, words):
@@ -345,8 +345,10 @@ def test_python_package_spec_runs_the_module(local_vertex):
 def test_http_surface_errors_and_operations(local_vertex):
     status, answer = http(local_vertex, "GET", "/v1/projects/p/locations/l/customJobs/123")
     assert (status, answer["error"]["status"]) == (404, "NOT_FOUND")
-    status, answer = http(local_vertex, "GET", "/v1/projects/p/locations/l/trainingPipelines")
-    assert status == 404
+    status, answer = http(
+        local_vertex, "GET", "/v1/projects/p/locations/l/hyperparameterTuningJobs"
+    )
+    assert (status, answer["error"]["status"]) == (404, "NOT_FOUND")
     status, answer = http(local_vertex, "PATCH", "/v1/projects/p/locations/l/customJobs/1")
     assert (status, answer["error"]["status"]) == (501, "UNIMPLEMENTED")
     status, answer = http(

@@ -1,6 +1,8 @@
 """A local stand-in for the Vertex AI training service that the unchanged SDK drives.
 
-``aiplatform.CustomJob(...).run()`` in local mode talks to this service instead of Google:
+``aiplatform.CustomJob(...).run()`` and ``aiplatform.CustomContainerTrainingJob(...).run()``
+(a TrainingPipeline, what the console's "custom training" makes) in local mode talk to this
+service instead of Google (routes served and refused: `labkit.emulator.server`):
 it validates the job as Vertex does, runs every replica of every worker pool as a local
 process with the environment Vertex sets (TF_CONFIG, CLUSTER_SPEC, AIP_*), streams their
 logs, restarts the cluster when asked, and answers the SDK in the v1 REST JSON.
@@ -23,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from labkit.paths import REPO_ROOT
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     register.add_argument("image", metavar="URI=BUILD_CONTEXT")
     _add_common(register)
     logs = sub.add_parser("logs", help="print a job's logs (job.log and each replica's)")
-    logs.add_argument("job", help="projects/P/locations/L/customJobs/ID")
+    logs.add_argument("job", help="projects/P/locations/L/{customJobs|trainingPipelines}/ID")
     logs.add_argument("--tail", type=int, help="only the last N lines of each")
     _add_common(logs)
     return parser
@@ -96,19 +96,15 @@ def _images(options: list[str]) -> dict[str, str]:
 
 def serve(args: argparse.Namespace) -> int:
     from labkit.emulator import control
-    from labkit.emulator.server import Service, make_server, serve_until_stopped
+    from labkit.emulator.server import bind
+    from labkit.emulator.server import serve as serve_forever
+    from labkit.emulator.service import Service
 
     state_dir = control.resolve_state_dir(args.state)
     state_dir.mkdir(parents=True, exist_ok=True)
     port = default_port() if args.port is None else args.port
-    service = Service(
-        state_dir, control.gcs_root_for(state_dir, bool(args.state)), port, restarts=args.restarts
-    )
-    service.registry.register(kit_image_uri(), REPO_ROOT)
-    for uri, context in _images(args.image).items():
-        service.registry.register(uri, context)
     try:
-        server = make_server(service, port, quiet=args.quiet)
+        sock = bind(port)
     except OSError as err:
         print(
             f"emulator: cannot listen on 127.0.0.1:{port} ({err.strerror}); another program "
@@ -116,6 +112,15 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    service = Service(
+        state_dir,
+        control.gcs_root_for(state_dir, bool(args.state)),
+        sock.getsockname()[1],
+        restarts=args.restarts,
+    )
+    service.registry.register(kit_image_uri(), REPO_ROOT)
+    for uri, context in _images(args.image).items():
+        service.registry.register(uri, context)
     control.write_pid_file(state_dir, service.port)
     print(
         f"[emulator] serving on http://127.0.0.1:{service.port} state={state_dir} "
@@ -125,7 +130,7 @@ def serve(args: argparse.Namespace) -> int:
     for uri, context in service.registry.images().items():
         print(f"[emulator] image {uri} -> {context}", flush=True)
     try:
-        serve_until_stopped(service, server)
+        serve_forever(service, sock, quiet=args.quiet)
     finally:
         control.remove_pid_file(state_dir)
     print("[emulator] stopped", flush=True)
@@ -192,6 +197,9 @@ def main(argv: list[str]) -> int:
         print(f"registered {uri} -> {Path(context).resolve()}")
         return 0
     # logs
+    import urllib.error
+    import urllib.request
+
     query = f"?tail={args.tail}" if args.tail else ""
     try:
         with urllib.request.urlopen(

@@ -17,8 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +58,9 @@ def gcs_root_for(state_dir: Path, explicit_state: bool) -> Path:
 
 
 def fetch_info(port: int, timeout: float = 2.0) -> dict[str, Any] | None:
+    import urllib.error  # lazily: the service's start stays fast
+    import urllib.request
+
     try:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{port}/labkit/v1/info", timeout=timeout
@@ -71,6 +72,9 @@ def fetch_info(port: int, timeout: float = 2.0) -> dict[str, Any] | None:
 
 def register_image(port: int, image_uri: str, build_context: str | Path) -> dict[str, str]:
     """Register an image with a running service; returns every registered image."""
+    import urllib.error  # lazily: the service's start stays fast
+    import urllib.request
+
     body = json.dumps({"imageUri": image_uri, "buildContext": str(Path(build_context).resolve())})
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/labkit/v1/images",

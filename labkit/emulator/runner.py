@@ -29,8 +29,8 @@ from typing import Any
 from labkit import supervisor, vertex_env
 from labkit.emulator import dockerfile
 from labkit.emulator.store import TERMINAL_STATES, JobStore, now_rfc3339, write_json_atomic
-from labkit.emulator.validation import as_int, is_empty_pool, parse_duration, snake_keys
 from labkit.paths import gcs_to_local
+from labkit.specs import as_int, is_empty_pool, parse_duration, snake_keys
 
 DEFAULT_JOB_TIMEOUT_S = 7 * 24 * 3600.0  # Vertex's default scheduling.timeout
 JOB_RESTART_LIMIT = 3  # restarts a job with restartJobOnWorkerRestart gets
@@ -244,9 +244,11 @@ class JobRunner(threading.Thread):
             return None
         base_local = gcs_to_local(base_uri, self.gcs_root)
         Path(base_local).mkdir(parents=True, exist_ok=True)
+        linked = (self.store.get(self.job_name).get("labkitLocal") or {}).copy()
         self.store.update(
             self.job_name,
             labkitLocal={
+                **linked,
                 "baseOutputDirectory": base_uri,
                 "localOutputDirectory": base_local,
                 "logsDirectory": str(self.job_dir / "logs"),

@@ -1,328 +1,284 @@
-"""The HTTP side: Vertex AI's v1 REST surface for custom jobs, on 127.0.0.1 only.
+"""The HTTP side: Vertex AI's v1 REST surface on 127.0.0.1 only, as a Starlette app.
 
-Routes (every query may carry the SDK's ``$alt=json;enum-encoding=int``):
+Routes (``P``/``L`` = project/location; every query may carry the SDK's
+``$alt=json;enum-encoding=int``, answers are the v1 camelCase JSON with enum names):
 
-    POST   /v1/projects/P/locations/L/customJobs              create (validated, then run)
-    GET    /v1/projects/P/locations/L/customJobs              list (filter, pageSize, pageToken)
-    GET    /v1/projects/P/locations/L/customJobs/ID           get
-    POST   /v1/projects/P/locations/L/customJobs/ID:cancel    cancel
-    DELETE /v1/projects/P/locations/L/customJobs/ID           delete -> long-running operation
-    GET    /v1/projects/P/locations/L/operations/OP           the operation the SDK polls
-    GET    /labkit/v1/info                                    pid, port, state dir, images
-    GET    /labkit/v1/images, POST /labkit/v1/images          registered build contexts
-    GET    /labkit/v1/projects/.../customJobs/ID/logs?tail=N  per-replica logs for notebooks
+    POST   /v1/projects/P/locations/L/customJobs                    create (validated, then run)
+    GET    /v1/projects/P/locations/L/customJobs                    list (filter, pageSize, pageToken)
+    GET    /v1/projects/P/locations/L/customJobs/ID                 get
+    POST   /v1/projects/P/locations/L/customJobs/ID:cancel          cancel
+    DELETE /v1/projects/P/locations/L/customJobs/ID                 delete -> long-running operation
+    POST   /v1/projects/P/locations/L/trainingPipelines             create (custom task only)
+    GET    /v1/projects/P/locations/L/trainingPipelines             list (filter, pageSize, pageToken)
+    GET    /v1/projects/P/locations/L/trainingPipelines/ID          get (PIPELINE_STATE_*)
+    POST   /v1/projects/P/locations/L/trainingPipelines/ID:cancel   cancel (and its CustomJob)
+    DELETE /v1/projects/P/locations/L/trainingPipelines/ID          delete -> long-running operation
+    GET    /v1/projects/P/locations/L/operations/OP                 the operation the SDK polls
+    GET    /labkit/v1/info                                          pid, port, state dir, images
+    GET    /labkit/v1/images, POST /labkit/v1/images                registered build contexts
+    GET    /labkit/v1/projects/P/locations/L/{customJobs|trainingPipelines}/ID/logs?tail=N
+                                                                    per-replica logs
+    /console/...                                                    the console page, when mounted
 
-Standard library only (`http.server.ThreadingHTTPServer`): nothing to install, and the
-service starts in well under a second because it imports neither TensorFlow nor the SDK.
+Refused: any other method on these paths (PATCH, ...) and any other collection answer 501
+UNIMPLEMENTED / 404 NOT_FOUND in Google's error JSON; a TrainingPipeline with
+``modelToUpload`` (no local model registry), a managed dataset (``inputDataConfig``) or a
+non-custom ``trainingTaskDefinition`` answers 501 UNIMPLEMENTED naming the field (see
+`labkit.emulator.service`). A body Vertex would refuse answers 400 INVALID_ARGUMENT with one
+field violation per `labkit.specs.Problem`.
+
+Every route is a thin wrapper over `labkit.emulator.service.Service`; `create_app(service)`
+builds the app (tests and the console can use it in-process), `serve` runs it with uvicorn.
+Starting imports neither TensorFlow nor the SDK (bench/service.py measures the start).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
+import socket
 import sys
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-from labkit.emulator import dockerfile, runner
-from labkit.emulator.errors import (
-    ApiError,
-    bad_request,
-    failed_precondition,
-    not_found,
-    unimplemented,
-)
-from labkit.emulator.filters import compile_filter
-from labkit.emulator.store import TERMINAL_STATES, JobStore, new_numeric_id, now_rfc3339
-from labkit.emulator.validation import normalize_keys, validate_custom_job
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
 
-HOST = "127.0.0.1"
-DEFAULT_PAGE_SIZE = 100
-_PARENT = r"projects/[^/]+/locations/[^/]+"
-_ROUTES: list[tuple[str, re.Pattern[str], str]] = [
-    ("POST", re.compile(rf"^/v1/(?P<parent>{_PARENT})/customJobs$"), "create_job"),
-    ("GET", re.compile(rf"^/v1/(?P<parent>{_PARENT})/customJobs$"), "list_jobs"),
-    ("GET", re.compile(rf"^/v1/(?P<name>{_PARENT}/customJobs/[^/:]+)$"), "get_job"),
-    ("POST", re.compile(rf"^/v1/(?P<name>{_PARENT}/customJobs/[^/:]+):cancel$"), "cancel_job"),
-    ("DELETE", re.compile(rf"^/v1/(?P<name>{_PARENT}/customJobs/[^/:]+)$"), "delete_job"),
-    ("GET", re.compile(rf"^/v1/(?P<name>{_PARENT}/operations/[^/:]+)$"), "get_operation"),
-    ("GET", re.compile(r"^/labkit/v1/info$"), "info"),
-    ("GET", re.compile(r"^/labkit/v1/images$"), "list_images"),
-    ("POST", re.compile(r"^/labkit/v1/images$"), "register_image"),
-    ("GET", re.compile(rf"^/labkit/v1/(?P<name>{_PARENT}/customJobs/[^/:]+)/logs$"), "job_logs"),
-]
+from labkit import specs
+from labkit.emulator.errors import ApiError, FieldViolation, bad_request, invalid_argument
+from labkit.emulator.service import HOST, Service
+from labkit.emulator.store import KINDS
+
+COLLECTIONS = tuple(KINDS)  # "customJobs", "trainingPipelines"
 
 
-class Service:
-    """Jobs, images and runners behind the HTTP handler; one per state dir."""
+class _ResourceId(Convertor[str]):
+    """A resource id or name segment: no ``/`` and no ``:`` (``ID:cancel`` is a verb)."""
 
-    def __init__(
-        self,
-        state_dir: Path,
-        gcs_root: Path,
-        port: int,
-        restarts: int = 0,
-        grace_seconds: float = 5.0,
-    ) -> None:
-        self.state_dir = Path(state_dir).resolve()
-        self.gcs_root = Path(gcs_root).resolve()
-        self.port = port
-        self.restarts = restarts
-        self.grace_seconds = grace_seconds
-        self.store = JobStore(self.state_dir)
-        self.registry = dockerfile.ImageRegistry(self.state_dir / "images.json")
-        self.stopping = threading.Event()
-        self._runners: dict[str, runner.JobRunner] = {}
-        self._lock = threading.Lock()
-        self.recover_interrupted_jobs()
+    regex = "[^/:]+"
 
-    # ---- lifecycle ----
-    def recover_interrupted_jobs(self) -> None:
-        """Jobs left RUNNING by a service that died: stop their processes, mark them FAILED."""
-        from labkit.emulator.control import kill_recorded_processes
+    def convert(self, value: str) -> str:
+        return value
 
-        for job in self.store.all_jobs():
-            if job.get("state") in TERMINAL_STATES:
-                continue
-            kill_recorded_processes(self.store.job_dir(job["name"]))
-            self.store.update(
-                job["name"],
-                state="JOB_STATE_FAILED",
-                endTime=now_rfc3339(),
-                error={
-                    "code": runner.CODE_UNAVAILABLE,
-                    "message": "The local Vertex AI service stopped while this job ran. "
-                    "Submit the job again.",
-                },
-            )
-
-    def shutdown(self) -> None:
-        """Stop every running job (their processes end within the grace period)."""
-        self.stopping.set()
-        with self._lock:
-            runners = list(self._runners.values())
-        for job_runner in runners:
-            job_runner.cancel.set()
-        for job_runner in runners:
-            job_runner.join(timeout=self.grace_seconds + 10)
-
-    # ---- custom jobs ----
-    def create_job(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
-        if self.stopping.is_set():
-            raise ApiError(503, "UNAVAILABLE", "The local Vertex AI service is stopping.")
-        job = normalize_keys(body)
-        validate_custom_job(job)
-        created = self.store.create(parent, job)
-        self.store.append_event(created["name"], "[emulator] state JOB_STATE_PENDING")
-        job_runner = runner.JobRunner(
-            created["name"],
-            self.store,
-            self.registry,
-            self.gcs_root,
-            self.restarts,
-            self.stopping,
-            grace_seconds=self.grace_seconds,
-        )
-        with self._lock:
-            self._runners[created["name"]] = job_runner
-        job_runner.start()
-        return created
-
-    def get_job(self, name: str) -> dict[str, Any]:
-        return self.store.get(name)
-
-    def list_jobs(self, parent: str, query: dict[str, str]) -> dict[str, Any]:
-        matches = compile_filter(query.get("filter"))
-        jobs = [job for job in self.store.list(parent) if matches(job)]
-        try:
-            size = int(query.get("pageSize") or DEFAULT_PAGE_SIZE)
-            start = int(query.get("pageToken") or 0)
-        except ValueError as err:
-            raise bad_request(f"pageSize and pageToken must be integers: {err}") from err
-        size = size if size > 0 else DEFAULT_PAGE_SIZE
-        page = jobs[start : start + size]
-        answer: dict[str, Any] = {"customJobs": page}
-        if start + size < len(jobs):
-            answer["nextPageToken"] = str(start + size)
-        return answer
-
-    def cancel_job(self, name: str) -> dict[str, Any]:
-        job = self.store.get(name)
-        if job["state"] in TERMINAL_STATES:
-            raise failed_precondition(
-                f"Cannot cancel {name}: it is already in the terminal state {job['state']}."
-            )
-        self.store.update(name, state="JOB_STATE_CANCELLING")
-        self.store.append_event(name, "[emulator] cancel requested: state JOB_STATE_CANCELLING")
-        with self._lock:
-            job_runner = self._runners.get(name)
-        if job_runner is not None:
-            job_runner.cancel.set()
-        return {}
-
-    def delete_job(self, name: str) -> dict[str, Any]:
-        self.store.get(name)  # 404 before anything else
-        with self._lock:
-            job_runner = self._runners.pop(name, None)
-        if job_runner is not None and job_runner.is_alive():
-            job_runner.deleting = True
-            job_runner.cancel.set()
-            job_runner.join(timeout=self.grace_seconds + 10)
-        self.store.delete(name)
-        parent = name.split("/customJobs/")[0]
-        operation = {
-            "name": f"{parent}/operations/{new_numeric_id()}",
-            "metadata": {
-                "@type": "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata",
-                "genericMetadata": {"createTime": now_rfc3339(), "updateTime": now_rfc3339()},
-            },
-            "done": True,
-            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
-        }
-        self.store.save_operation(operation)
-        return operation
-
-    def get_operation(self, name: str) -> dict[str, Any]:
-        return self.store.get_operation(name)
-
-    # ---- the kit's own endpoints ----
-    def info(self) -> dict[str, Any]:
-        return {
-            "pid": os.getpid(),
-            "port": self.port,
-            "url": f"http://{HOST}:{self.port}",
-            "stateDir": str(self.state_dir),
-            "gcsRoot": str(self.gcs_root),
-            "restarts": self.restarts,
-            "images": self.registry.images(),
-            "python": sys.executable,
-        }
-
-    def register_image(self, body: dict[str, Any]) -> dict[str, Any]:
-        uri, context = body.get("imageUri"), body.get("buildContext")
-        if not uri or not context:
-            raise bad_request('Send {"imageUri": URI, "buildContext": FOLDER}.')
-        try:
-            self.registry.register(uri, context)
-        except dockerfile.ImageError as err:
-            raise bad_request(str(err)) from err
-        return {"images": self.registry.images()}
-
-    def job_logs(self, name: str, query: dict[str, str]) -> dict[str, Any]:
-        self.store.get(name)
-        tail = int(query["tail"]) if query.get("tail") else None
-        folder = self.store.job_dir(name)
-
-        def read(path: Path) -> str:
-            text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-            return "\n".join(text.splitlines()[-tail:]) if tail else text
-
-        replicas = {p.stem: read(p) for p in sorted((folder / "logs").glob("*.log"))}
-        return {
-            "job": read(folder / "job.log"),
-            "replicas": replicas,
-            "logsDir": str(folder / "logs"),
-        }
+    def to_string(self, value: str) -> str:
+        return value
 
 
-class Handler(BaseHTTPRequestHandler):
-    """Routes requests to the `Service`; every error answers Google's error JSON."""
-
-    service: Service  # set on the subclass `make_server` creates
-    quiet = False
-    protocol_version = "HTTP/1.1"
-
-    def _dispatch(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        try:
-            for route_method, pattern, action in _ROUTES:
-                match = pattern.match(parts.path)
-                if match and route_method == method:
-                    answer = self._call(action, match.groupdict(), query)
-                    self._send(200, answer)
-                    return
-            if any(p.match(parts.path) for _, p, _ in _ROUTES):
-                raise unimplemented(method, parts.path)
-            raise not_found(f"Resource {parts.path}")
-        except ApiError as err:
-            self._send(err.http_status, err.to_json())
-        except Exception as err:  # a bug must still answer, or the SDK waits for its timeout
-            self._send(500, ApiError(500, "INTERNAL", f"local service error: {err!r}").to_json())
-
-    def _call(self, action: str, params: dict[str, str], query: dict[str, str]) -> Any:
-        method: Callable[..., Any] = getattr(self.service, action)
-        if action in ("create_job", "register_image"):
-            body = self._read_json()
-            return method(params["parent"], body) if "parent" in params else method(body)
-        if action in ("list_jobs",):
-            return method(params["parent"], query)
-        if action == "job_logs":
-            return method(params["name"], query)
-        return method(**params)
-
-    def _read_json(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b"{}"
-        try:
-            body = json.loads(raw or b"{}")
-        except json.JSONDecodeError as err:
-            raise bad_request(f"Invalid JSON payload received: {err}") from err
-        if not isinstance(body, dict):
-            raise bad_request("Invalid JSON payload received: expected an object.")
-        return body
-
-    def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._dispatch("POST")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._dispatch("DELETE")
-
-    def do_PATCH(self) -> None:  # noqa: N802
-        self._dispatch("PATCH")
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        if not self.quiet:
-            sys.stderr.write(f"{now_rfc3339()} {self.address_string()} {format % args}\n")
+register_url_convertor("rid", _ResourceId())
+_PARENT = "/projects/{project:rid}/locations/{location:rid}"
 
 
-def make_server(service: Service, port: int, quiet: bool = False) -> ThreadingHTTPServer:
-    """Bind 127.0.0.1:port (0 = any free port) with a handler class bound to ``service``."""
-    handler = type("BoundHandler", (Handler,), {"service": service, "quiet": quiet})
-    server = ThreadingHTTPServer((HOST, port), handler)
-    server.daemon_threads = True
-    service.port = server.server_address[1]
-    return server
+def _parent(request: Request) -> str:
+    p = request.path_params
+    return f"projects/{p['project']}/locations/{p['location']}"
 
 
-def serve_until_stopped(service: Service, server: ThreadingHTTPServer) -> None:
-    """Serve until SIGTERM/SIGINT, then stop every job before returning."""
+def _name(request: Request, kind: str) -> str:
+    return f"{_parent(request)}/{kind}/{request.path_params['rid']}"
 
-    def request_stop(signum: int, frame: object) -> None:
-        threading.Thread(target=server.shutdown, daemon=True).start()
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+def spec_error_to_api(err: specs.SpecError) -> ApiError:
+    """Vertex's 400 INVALID_ARGUMENT: one field violation per problem, with its fix."""
+    return invalid_argument(
+        [FieldViolation(p.field, f"{p.message} Fix: {p.fix}") for p in err.problems]
+    )
+
+
+def _json(payload: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(payload, status_code=status, media_type="application/json; charset=UTF-8")
+
+
+def _error_response(err: ApiError) -> JSONResponse:
+    return _json(err.to_json(), err.http_status)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
     try:
-        server.serve_forever(poll_interval=0.2)
+        body = json.loads(raw or b"{}")
+    except json.JSONDecodeError as err:
+        raise bad_request(f"Invalid JSON payload received: {err}") from err
+    if not isinstance(body, dict):
+        raise bad_request("Invalid JSON payload received: expected an object.")
+    return body
+
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """Answer the handler's value as JSON; every error in Google's error JSON."""
+
+    async def endpoint(request: Request) -> JSONResponse:
+        try:
+            return _json(await handler(request))
+        except specs.SpecError as err:
+            return _error_response(spec_error_to_api(err))
+        except ApiError as err:
+            return _error_response(err)
+        except Exception as err:  # a bug must still answer, or the SDK waits for its timeout
+            return _error_response(ApiError(500, "INTERNAL", f"local service error: {err!r}"))
+
+    return endpoint
+
+
+def _routes(service: Service) -> list[BaseRoute]:
+    creators = {
+        "customJobs": service.create_custom_job,
+        "trainingPipelines": service.create_training_pipeline,
+    }
+    routes: list[BaseRoute] = []
+    for kind in COLLECTIONS:
+
+        async def create(request: Request, kind: str = kind) -> Any:
+            body = await _body(request)
+            return await run_in_threadpool(creators[kind], _parent(request), body)
+
+        async def list_(request: Request, kind: str = kind) -> Any:
+            q = request.query_params
+            return await run_in_threadpool(
+                service.list,
+                kind,
+                _parent(request),
+                q.get("filter"),
+                q.get("pageSize"),
+                q.get("pageToken"),
+            )
+
+        async def get(request: Request, kind: str = kind) -> Any:
+            return await run_in_threadpool(service.get, _name(request, kind))
+
+        async def cancel(request: Request, kind: str = kind) -> Any:
+            return await run_in_threadpool(service.cancel, _name(request, kind))
+
+        async def delete(request: Request, kind: str = kind) -> Any:
+            return await run_in_threadpool(service.delete, _name(request, kind))
+
+        async def logs(request: Request, kind: str = kind) -> Any:
+            tail = request.query_params.get("tail")
+            return await run_in_threadpool(
+                service.logs, _name(request, kind), int(tail) if tail else None
+            )
+
+        base = f"/v1{_PARENT}/{kind}"
+        routes += [
+            Route(base, _endpoint(create), methods=["POST"]),
+            Route(base, _endpoint(list_), methods=["GET"]),
+            Route(base + "/{rid:rid}:cancel", _endpoint(cancel), methods=["POST"]),
+            Route(base + "/{rid:rid}", _endpoint(get), methods=["GET"]),
+            Route(base + "/{rid:rid}", _endpoint(delete), methods=["DELETE"]),
+            Route(f"/labkit/v1{_PARENT}/{kind}/{{rid:rid}}/logs", _endpoint(logs), methods=["GET"]),
+        ]
+
+    async def operation(request: Request) -> Any:
+        name = f"{_parent(request)}/operations/{request.path_params['rid']}"
+        return await run_in_threadpool(service.get_operation, name)
+
+    async def info(request: Request) -> Any:
+        return service.info()
+
+    async def images(request: Request) -> Any:
+        return service.images()
+
+    async def register(request: Request) -> Any:
+        body = await _body(request)
+        uri, context = body.get("imageUri"), body.get("buildContext")
+        return {"images": await run_in_threadpool(service.register_image, uri, context)}
+
+    routes += [
+        Route(f"/v1{_PARENT}/operations/{{rid:rid}}", _endpoint(operation), methods=["GET"]),
+        Route("/labkit/v1/info", _endpoint(info), methods=["GET"]),
+        Route("/labkit/v1/images", _endpoint(images), methods=["GET"]),
+        Route("/labkit/v1/images", _endpoint(register), methods=["POST"]),
+    ]
+    return routes
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own 404/405 in Google's error JSON (405: a method this service lacks)."""
+    status = getattr(exc, "status_code", 500)
+    if status == 405:
+        return _error_response(
+            ApiError(
+                501,
+                "UNIMPLEMENTED",
+                f"{request.method} {request.url.path} is not implemented: the local Vertex AI "
+                "service serves create, get, list, cancel and delete of customJobs and "
+                "trainingPipelines, and their operations.",
+            )
+        )
+    if status == 404:
+        return _error_response(
+            ApiError(404, "NOT_FOUND", f"Resource {request.url.path} not found.")
+        )
+    return _error_response(ApiError(status, "UNKNOWN", str(exc)))
+
+
+def create_app(service: Service) -> Starlette:
+    """The Starlette app serving ``service``: the REST routes, and the console at /console."""
+    app = Starlette(routes=_routes(service), exception_handlers={HTTPException: _http_error})
+    app.state.service = service
+    # ---- console mount point (issue 16): the console package adds its sub-app here, e.g.
+    #   from labkit.console import create_console_app
+    #   app.mount("/console", create_console_app(service))
+    # ---- end of console mount point
+    return app
+
+
+def bind(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:port (0 = any free port); OSError when taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(service: Service, sock: socket.socket, quiet: bool = False) -> None:
+    """Serve on ``sock`` until SIGTERM/SIGINT, then stop every job before returning."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self):  # type: ignore[override]
+            # uvicorn re-raises a captured SIGTERM after serving, which would end the process
+            # before `service.shutdown()` stops the replicas; here a signal only stops serving.
+            import signal
+
+            def stop(signum: int, frame: object) -> None:
+                self.should_exit = True
+
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(
+        create_app(service),
+        log_level="warning" if quiet else "info",
+        access_log=not quiet,
+        lifespan="off",
+        # plain asyncio + h11, no websockets: nothing to probe for at start
+        loop="asyncio",
+        http="h11",
+        ws="none",
+        timeout_graceful_shutdown=2,
+    )
+    try:
+        _Server(config).run(sockets=[sock])
     finally:
         service.shutdown()
-        server.server_close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        sock.close()
+        print("[emulator] every job stopped", file=sys.stderr, flush=True)

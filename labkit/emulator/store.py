@@ -8,6 +8,8 @@ Layout under the state dir::
     jobs/<id>/job.log                       states, restarts and every replica's lines
     jobs/<id>/logs/<role>.log               one log per replica (all attempts)
     jobs/<id>/processes.json                pids of the running replicas (for `stop`)
+    pipelines/<id>/job.json                 a TrainingPipeline exactly as GET returns it
+                                            (its replicas run in its backing CustomJob)
     operations/<id>.json                    delete operations the SDK polls
 
 Only the service process writes here; a lock serialises its request threads. Files are
@@ -29,8 +31,21 @@ from typing import Any
 from labkit.emulator.errors import not_found
 
 TERMINAL_STATES = frozenset(
-    {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
+    {
+        "JOB_STATE_SUCCEEDED",
+        "JOB_STATE_FAILED",
+        "JOB_STATE_CANCELLED",
+        "JOB_STATE_EXPIRED",
+        "PIPELINE_STATE_SUCCEEDED",
+        "PIPELINE_STATE_FAILED",
+        "PIPELINE_STATE_CANCELLED",
+    }
 )
+# REST collection -> (folder under the state dir, the resource's name in messages, its first state)
+KINDS: dict[str, tuple[str, str, str]] = {
+    "customJobs": ("jobs", "CustomJob", "JOB_STATE_PENDING"),
+    "trainingPipelines": ("pipelines", "TrainingPipeline", "PIPELINE_STATE_PENDING"),
+}
 
 
 def now_rfc3339() -> str:
@@ -50,56 +65,77 @@ def write_json_atomic(path: Path, payload: Any) -> None:
     os.replace(tmp, path)
 
 
+def split_name(name: str) -> tuple[str, str, str]:
+    """``projects/P/locations/L/customJobs/ID`` -> (parent, ``customJobs``, ID)."""
+    for kind, (_, what, _) in KINDS.items():
+        parent, sep, resource_id = name.rpartition(f"/{kind}/")
+        if sep:
+            if not resource_id or "/" in resource_id:
+                raise not_found(f"{what} {name}")
+            return parent, kind, resource_id
+    raise not_found(f"Resource {name}")
+
+
 def split_job_name(name: str) -> tuple[str, str]:
     """``projects/P/locations/L/customJobs/ID`` -> (parent, ID)."""
-    parent, sep, job_id = name.rpartition("/customJobs/")
-    if not sep or not job_id or "/" in job_id:
-        raise not_found(f"CustomJob {name}")
+    parent, _, job_id = split_name(name)
     return parent, job_id
 
 
 class JobStore:
-    """CustomJob records and delete operations under ``state_dir``."""
+    """CustomJob and TrainingPipeline records, and delete operations, under ``state_dir``."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir)
         self.jobs_dir = self.state_dir / "jobs"
         self.ops_dir = self.state_dir / "operations"
-        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        for folder, _, _ in KINDS.values():
+            (self.state_dir / folder).mkdir(parents=True, exist_ok=True)
         self.ops_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
 
-    # ---- jobs ----
-    def job_dir(self, name: str) -> Path:
-        return self.jobs_dir / split_job_name(name)[1]
+    def _kind_dir(self, kind: str) -> Path:
+        return self.state_dir / KINDS[kind][0]
 
-    def create(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+    # ---- jobs and pipelines ----
+    def job_dir(self, name: str) -> Path:
+        _, kind, resource_id = split_name(name)
+        return self._kind_dir(kind) / resource_id
+
+    def create(self, parent: str, body: dict[str, Any], kind: str = "customJobs") -> dict[str, Any]:
         with self._lock:
+            folder = self._kind_dir(kind)
             job_id = new_numeric_id()
-            while (self.jobs_dir / job_id).exists():
+            while (folder / job_id).exists():
                 job_id = new_numeric_id()
             stamp = now_rfc3339()
             job = {
                 **body,
-                "name": f"{parent}/customJobs/{job_id}",
-                "state": "JOB_STATE_PENDING",
+                "name": f"{parent}/{kind}/{job_id}",
+                "state": KINDS[kind][2],
                 "createTime": stamp,
                 "updateTime": stamp,
             }
-            for output_only in ("startTime", "endTime", "error", "webAccessUris"):
+            for output_only in (
+                "startTime",
+                "endTime",
+                "error",
+                "webAccessUris",
+                "trainingTaskMetadata",
+            ):
                 job.pop(output_only, None)
-            write_json_atomic(self.jobs_dir / job_id / "job.json", job)
+            write_json_atomic(folder / job_id / "job.json", job)
             return job
 
     def get(self, name: str) -> dict[str, Any]:
-        parent, job_id = split_job_name(name)
-        path = self.jobs_dir / job_id / "job.json"
+        _, kind, _ = split_name(name)
+        path = self.job_dir(name) / "job.json"
         with self._lock:
             if not path.is_file():
-                raise not_found(f"CustomJob {name}")
+                raise not_found(f"{KINDS[kind][1]} {name}")
             job = json.loads(path.read_text())
         if job["name"] != name:
-            raise not_found(f"CustomJob {name}")
+            raise not_found(f"{KINDS[kind][1]} {name}")
         return job
 
     def exists(self, name: str) -> bool:
@@ -124,21 +160,21 @@ class JobStore:
             write_json_atomic(self.job_dir(name) / "job.json", job)
             return job
 
-    def list(self, parent: str) -> list[dict[str, Any]]:
+    def list(self, parent: str, kind: str = "customJobs") -> list[dict[str, Any]]:
         jobs = []
         with self._lock:
-            for path in self.jobs_dir.glob("*/job.json"):
+            for path in self._kind_dir(kind).glob("*/job.json"):
                 try:
                     job = json.loads(path.read_text())
                 except (OSError, json.JSONDecodeError):
                     continue
-                if job.get("name", "").startswith(parent + "/customJobs/"):
+                if job.get("name", "").startswith(f"{parent}/{kind}/"):
                     jobs.append(job)
         return sorted(jobs, key=lambda j: j.get("createTime", ""), reverse=True)
 
-    def all_jobs(self) -> list[dict[str, Any]]:
+    def all_jobs(self, kind: str = "customJobs") -> list[dict[str, Any]]:
         with self._lock:
-            return [json.loads(p.read_text()) for p in self.jobs_dir.glob("*/job.json")]
+            return [json.loads(p.read_text()) for p in self._kind_dir(kind).glob("*/job.json")]
 
     def delete(self, name: str) -> None:
         with self._lock:
