@@ -23,7 +23,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -244,11 +244,16 @@ def structure_problems(english: Any, edition: Any) -> list[tuple[int, str, str]]
     return problems
 
 
-def mark_translated(
-    notebook: str, cell_id: str, text: str | None = None, lang: str = "zh-CN", en_dir: Path = EN_DIR
-) -> None:
-    """Record that a cell's translation (``text``, or what the edition's cell holds now)
-    matches the current English cell. Syncs the notebook first."""
+def record_translations(
+    notebook: str,
+    translations: Mapping[str, tuple[str | None, str | None]],
+    lang: str = "zh-CN",
+    en_dir: Path = EN_DIR,
+) -> list[CellState]:
+    """Store translations: ``{cell_id: (source_sha, text)}``. ``source_sha`` is the hash of
+    the English text that was translated (None: the current one; a translation made from an
+    older English text then shows as stale, as it should); ``text`` None keeps the cell's
+    text (a review). Syncs the notebook first; returns its cells' states afterwards."""
     import nbformat
 
     lang = normalize_language(lang)
@@ -256,14 +261,22 @@ def mark_translated(
     path = edition_dir(lang, en_dir) / f"{report.notebook}.ipynb"
     english = {c.id: c for c in _read(en_dir / path.name).cells}
     nb = _read(path)
-    cells = [c for c in nb.cells if c.get("id") == cell_id]
-    if not cells or cells[0].cell_type not in TRANSLATED:
-        raise KeyError(f"{path.name} has no text cell with id {cell_id!r}")
-    cell = cells[0]
-    if text is not None:
-        cell.source = text
-    cell.metadata[META_KEY] = {
-        "source_id": cell_id,
-        "source_sha": source_hash(_cell_source(english[cell_id])),
-    }
+    cells = {c.get("id"): c for c in nb.cells if c.cell_type in TRANSLATED}
+    for cell_id, (sha, text) in translations.items():
+        if cell_id not in cells:
+            raise KeyError(f"{path.name} has no text cell with id {cell_id!r}")
+        cell = cells[cell_id]
+        if text is not None:
+            cell.source = text
+        current = source_hash(_cell_source(english[cell_id]))
+        cell.metadata[META_KEY] = {"source_id": cell_id, "source_sha": sha or current}
     nbformat.write(nb, str(path))
+    return build(_read(en_dir / path.name), nb, report.notebook)[1]
+
+
+def mark_translated(
+    notebook: str, cell_id: str, text: str | None = None, lang: str = "zh-CN", en_dir: Path = EN_DIR
+) -> None:
+    """Record that a cell's translation (``text``, or what the edition's cell holds now)
+    matches the current English cell."""
+    record_translations(notebook, {cell_id: (None, text)}, lang, en_dir)
