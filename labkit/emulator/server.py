@@ -223,9 +223,10 @@ def create_app(service: Service) -> Starlette:
     """The Starlette app serving ``service``: the REST routes, and the console at /console."""
     app = Starlette(routes=_routes(service), exception_handlers={HTTPException: _http_error})
     app.state.service = service
-    # ---- console mount point (issue 16): the console package adds its sub-app here, e.g.
-    #   from labkit.console import create_console_app
-    #   app.mount("/console", create_console_app(service))
+    # ---- console mount point (issue 16): the local console page (labkit.console)
+    from labkit.console import create_app as create_console_app
+
+    app.mount("/console", create_console_app(service))
     # ---- end of console mount point
     return app
 

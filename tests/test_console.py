@@ -1,0 +1,207 @@
+"""The local console without a browser: the form, its errors, the pages, the form handler.
+
+The same pages in Chromium are in tests/test_console_browser.py.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+import urllib.request
+
+import pytest
+from conftest import DEMO_IMAGE_URI
+from starlette.testclient import TestClient
+
+from labkit import specs
+from labkit.console import client
+from labkit.console import form as forms
+from labkit.console.views import tf_config_of, timeline
+from labkit.settings import Settings
+
+SETTINGS = Settings(mode="local", project_id="local-project", bucket="console-bucket")
+
+
+def lab_form(**changes) -> forms.CreateForm:
+    form = client.lab_form(SETTINGS, ["--sleep", "0"])
+    for key, value in changes.items():
+        setattr(form, key, value)
+    return form
+
+
+def test_the_form_becomes_the_consoles_training_pipeline():
+    body = lab_form().pipeline_body()
+    assert body["trainingTaskDefinition"] == specs.CUSTOM_TASK_SCHEMA
+    inputs = body["trainingTaskInputs"]
+    assert [p["replicaCount"] for p in inputs["workerPoolSpecs"]] == [1, 1]
+    assert inputs["baseOutputDirectory"]["outputUriPrefix"].startswith(
+        "gs://console-bucket/console/multiworker-cassava-"
+    )
+    assert body["labels"] == SETTINGS.labels  # lab=cassava: cleanup finds it
+    assert "modelToUpload" not in body  # "No prediction container"
+    assert specs.validate_training_pipeline(body) == []
+
+
+def test_an_unused_pool_before_a_used_one_stays_an_empty_dict():
+    form = lab_form()
+    form.pools[1].machine_type = ""
+    form.pools[3].machine_type = "n1-standard-4"
+    pools = form.worker_pool_specs()
+    assert len(pools) == 4 and pools[1] == {} and pools[2] == {}
+
+
+@pytest.mark.parametrize(
+    "path, field",
+    [
+        ("trainingTaskInputs.workerPoolSpecs[0].replicaCount", "pool0.replica_count"),
+        (
+            "trainingTaskInputs.workerPoolSpecs[1].machineSpec.acceleratorCount",
+            "pool1.accelerator_count",
+        ),
+        ("trainingTaskInputs.workerPoolSpecs[2].machineSpec.machineType", "pool2.machine_type"),
+        ("trainingTaskInputs.workerPoolSpecs[1].containerSpec.imageUri", "image_uri"),
+        ("trainingTaskInputs.baseOutputDirectory.outputUriPrefix", "output_dir"),
+        ("displayName", "model_name"),
+        ("labels.Bad", "labels"),
+        ("trainingTaskDefinition", ""),
+    ],
+)
+def test_problem_paths_land_on_their_fields(path, field):
+    assert forms.field_for(path) == field
+
+
+def test_each_codelab_mistake_is_named_on_its_field():
+    form = lab_form(image_uri="", output_dir="")
+    form.pools[0].replica_count = "2"
+    form.pools[1].accelerator_type = "NVIDIA_TESLA_T4"
+    form.pools[1].accelerator_count = "1"
+    form.pools[2].machine_type = "x9-unknown-4"
+    errors = forms.errors_by_field(form.problems())
+    assert set(errors) == {
+        "pool0.replica_count",
+        "pool1.accelerator_count",
+        "pool2.machine_type",
+        "image_uri",
+        "output_dir",
+    }
+    assert len(errors["image_uri"]) == 1  # one message, although every pool has the image
+    assert "AIP_MODEL_DIR" in errors["output_dir"][0]
+
+
+def test_tf_config_and_timeline_come_from_the_logs():
+    log = (
+        '===== 2026-12-04T10:00:00Z attempt 1 of 1: worker-0 (workerpool1-0) TF_CONFIG={"cluster": '
+        '{"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}\n'
+        "hello\n"
+    )
+    assert tf_config_of(log)["task"] == {"type": "worker", "index": 0}
+    events = timeline(
+        {
+            "name": "projects/p/locations/l/trainingPipelines/1",
+            "createTime": "2026-12-04T10:00:00Z",
+            "endTime": "2026-12-04T10:01:00Z",
+            "state": "PIPELINE_STATE_SUCCEEDED",
+        },
+        None,
+        "2026-12-04T10:00:01Z [emulator] state JOB_STATE_RUNNING (attempt 1 of 1)\n",
+    )
+    assert [s for _, s in events] == [
+        "PIPELINE_STATE_PENDING",
+        "JOB_STATE_RUNNING",
+        "PIPELINE_STATE_SUCCEEDED",
+    ]
+
+
+# ---- the pages, in-process ----
+
+
+@pytest.fixture
+def console(tmp_path):
+    from labkit.emulator.server import create_app
+    from labkit.emulator.service import Service
+    from labkit.paths import REPO_ROOT
+
+    service = Service(tmp_path / "state", tmp_path / "gcs", 0)
+    service.register_image(SETTINGS.image_uri, REPO_ROOT)
+    app = create_app(service)
+    # the page reads the lab's saved settings; here the test's own
+    app.routes[-1].app.state.console._settings = SETTINGS
+    yield TestClient(app)
+    service.shutdown()
+
+
+def test_pages_render_with_the_real_console_field_names(console):
+    page = console.get("/console/training/create")
+    assert page.status_code == 200
+    for words in (
+        "No managed dataset",
+        "Custom training (advanced)",
+        "Model name",
+        "Model output directory",
+        "Compute and pricing",
+        "worker pool",
+        "Start training",
+        "ESTIMATE, not a bill",  # the kit's cost estimate for what is entered
+    ):
+        assert words in page.text, words
+    listing = console.get("/console/training?tab=custom-jobs")
+    assert listing.status_code == 200 and "Custom jobs" in listing.text
+
+
+def test_the_page_speaks_zh_cn_with_googles_console_terms(console):
+    page = console.get("/console/training/create?hl=zh-CN").text
+    for words in (
+        "无代管式数据集",
+        "自定义训练（高级）",
+        "模型名称",
+        "模型输出目录",
+        "计算和价格",
+        "工作器池",
+        "开始训练",
+    ):
+        assert words in page, words
+    assert 'lang="zh-CN"' in page
+
+
+def test_invalid_form_answers_400_with_every_error_on_its_field(console):
+    form = lab_form(image_uri="", output_dir="")
+    form.pools[0].replica_count = "2"
+    answer = console.post("/console/training/create", data=form.to_fields())
+    assert answer.status_code == 400
+    assert set(client.form_errors(answer.text)) == {
+        "pool0.replica_count",
+        "image_uri",
+        "output_dir",
+    }
+    assert re.search(r'name="pool0.replica_count"[^>]*aria-invalid="true"', answer.text)
+
+
+# ---- the form handler on the real service (the notebook's path without a browser) ----
+
+
+def wait_state(settings, name, states, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        resource = client.get_resource(settings, name)
+        if resource["state"] in states:
+            return resource
+        time.sleep(0.3)
+    raise AssertionError(f"{name} is {resource['state']}, not {states}")
+
+
+def test_form_handler_starts_a_two_pool_pipeline_with_labels(local_vertex):
+    settings = local_vertex.settings
+    form = client.lab_form(settings, ["--sleep", "0"], model_name="console-handler-test")
+    form.image_uri = DEMO_IMAGE_URI
+    name = client.submit_form(settings, form)
+    assert "/trainingPipelines/" in name
+    done = wait_state(settings, name, {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED"})
+    assert done["state"] == "PIPELINE_STATE_SUCCEEDED", done.get("error")
+    assert done["labels"]["lab"] == "cassava"
+    page = html.unescape(
+        urllib.request.urlopen(client.page_url(settings, name), timeout=10).read().decode()
+    )
+    assert "TF_CONFIG" in page and '"type": "worker"' in page and "chief-0" in page
+    listing = urllib.request.urlopen(client.page_url(settings), timeout=10).read().decode()
+    assert "console-handler-test" in listing and "PIPELINE_STATE_SUCCEEDED" in listing
