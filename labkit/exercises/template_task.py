@@ -1,7 +1,7 @@
 # ruff: noqa: F821
 # (The exercise functions this file calls are written by the learner in notebook 03 and
-# inserted at YOUR_FUNCTIONS_MARKER by `labkit.exercises.assemble`; this first line and the
-# two above are dropped from the learner's file.)
+# inserted at the "YOUR FUNCTIONS" line by `labkit.exercises.trainer.assemble`, which drops
+# these first four lines from the learner's file.)
 """The learner's trainer/task.py, in the codelab's layout: the codelab's code, with the
 parts the learner writes in notebook 03 inserted where the marker line is.
 
