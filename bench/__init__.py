@@ -15,7 +15,7 @@ from labkit.paths import REPO_ROOT, lab_home
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-SECTIONS = ("pipeline", "training", "scaling", "lab")
+SECTIONS = ("pipeline", "training", "scaling", "service", "lab")
 
 
 def bench_home() -> Path:

@@ -29,6 +29,7 @@ RATIO_KEYS = {
     "pipeline": ("throughput_ratio", "peak_rss_ratio", "cached_epoch_ratio"),
     "training": ("ratio_64", "ratio_128"),
     "scaling": ("ratio",),
+    "service": ("ratio_to_http_server",),  # bench/service.py: the local service's start
 }
 SHARED_MACHINE_NOTE = (
     "Absolute times depend on what else the machine runs (see meta.load_average); "
