@@ -15,18 +15,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from labkit.exercises import checks, solutions
+from labkit.exercises import checks, dockerfile, solutions, template_task
 from labkit.exercises.checks import Outcome
+from labkit.exercises.compare import side_by_side
 from labkit.exercises.trainer import check_run, run_trainer, write_trainer
 
 __all__ = [
     "Outcome",
     "check",
     "check_run",
+    "dockerfile",
     "names",
     "run_trainer",
     "show_solution",
+    "side_by_side",
     "solution",
+    "solutions",
+    "template_task",
     "write_trainer",
 ]
 

@@ -1,0 +1,366 @@
+"""Notebook 03's and 04's exercises: every check passes the kit's solutions, fails stubs and
+blanks with a hint (never a traceback), and the learner's trainer and image really run.
+
+The notebook cells themselves are executed in tests/test_exercise_notebooks.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from labkit import exercises
+from labkit.exercises import checks, compare, dockerfile, solutions, trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+CODELAB_DOCKERFILE = """\
+FROM gcr.io/deeplearning-platform-release/tf2-gpu.2-7
+
+WORKDIR /
+
+# Copies the trainer code to the docker image.
+COPY trainer /trainer
+
+# Sets up the entry point to invoke the trainer.
+ENTRYPOINT ["python", "-m", "trainer.task"]
+"""
+# Each exercise's parameters, as the notebook's blank cells declare them.
+SIGNATURES = {
+    "_is_chief": "task_type, task_id, cluster_spec",
+    "_get_temp_dir": "dirpath, task_id",
+    "write_filepath": "filepath, task_type, task_id, cluster_spec",
+    "create_strategy": "",
+    "create_model_in_scope": "strategy, number_of_classes",
+    "global_batch": "per_replica_batch_size, strategy",
+    "data_options": "",
+}
+STUB_BODIES = {
+    "blank": "...",
+    "pass": "pass",
+    "return True": "return True",
+    "return False": "return False",
+    "raises": "raise NotImplementedError('YOUR CODE HERE')",
+}
+
+
+def make_function(name: str, body: str, namespace: dict | None = None):
+    """A function as a learner's cell would define it, in a namespace of its own."""
+    namespace = {} if namespace is None else namespace
+    exec(f"def {name}({SIGNATURES[name]}):\n    {body}\n", namespace)
+    return namespace[name]
+
+
+def load_module(path: Path, text: str):
+    """A module from source text (so inspect.getsource works, as in a notebook)."""
+    path.write_text(textwrap.dedent(text))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_exercise_has_a_check_a_signature_and_a_solution():
+    assert exercises.names() == list(SIGNATURES)
+    for name in exercises.names():
+        assert callable(exercises.solution(name))
+    with pytest.raises(KeyError, match="no exercise"):
+        exercises.solution("nope")
+
+
+@pytest.mark.parametrize("name", list(SIGNATURES))
+def test_the_solution_passes_its_check(name):
+    outcome = checks.CHECKS[name](exercises.solution(name))
+    assert outcome.passed, str(outcome)
+    assert "hint:" not in str(outcome)
+
+
+@pytest.mark.parametrize("stub", list(STUB_BODIES))
+@pytest.mark.parametrize("name", list(SIGNATURES))
+def test_no_stub_passes_and_each_gets_a_hint(name, stub):
+    outcome = checks.CHECKS[name](make_function(name, STUB_BODIES[stub]))
+    assert not outcome.passed, f"{name} with `{STUB_BODIES[stub]}` passed its check"
+    assert outcome.hint and "Traceback" not in str(outcome)
+    assert f"{name}: not yet" in str(outcome)
+
+
+def test_is_chief_hint_names_the_case_the_codelab_misses():
+    codelab = make_function("_is_chief", "return task_type == 'chief'")
+    outcome = checks.check_is_chief(codelab)
+    assert "case 'no TF_CONFIG (one machine)'" in outcome.hint
+    assert "expected True, got False" in outcome.hint
+    wrong = [line for line in outcome.lines if line.startswith(checks.FAIL)]
+    assert len(wrong) == 2 and "without a chief" in wrong[1]
+
+
+def test_cases_are_what_tensorflow_reads_from_real_tf_configs():
+    cases = {case.name: case for case in checks.cluster_cases()}
+    assert len(cases) == 6
+    lone = cases["no TF_CONFIG (one machine)"]
+    assert (lone.task_type, lone.task_id, lone.cluster_spec) == (None, None, {})
+    worker = cases["worker 0, cluster with a chief (Vertex AI pool 1)"]
+    assert worker.task_type == "worker" and worker.task_id == 0
+    assert sorted(worker.cluster_spec) == ["chief", "worker"]
+    assert "TF_CONFIG" not in os.environ  # restored
+
+
+def test_temp_dir_and_write_filepath_catch_shared_and_misplaced_folders():
+    shared = make_function(
+        "_get_temp_dir",
+        "import os; p = os.path.join(dirpath, 'tmp'); os.makedirs(p, exist_ok=True); return p",
+    )
+    assert "also the folder of worker:0" in checks.check_get_temp_dir(shared).hint
+    not_made = make_function(
+        "_get_temp_dir", "import os; return os.path.join(dirpath, f'w{task_id}')"
+    )
+    assert "does not exist" in checks.check_get_temp_dir(not_made).hint
+
+    namespace = {
+        "_is_chief": solutions._is_chief,
+        "_get_temp_dir": make_function("_get_temp_dir", "return True"),
+    }
+    uses_broken_helper = make_function(
+        "write_filepath",
+        "import os\n    d = os.path.dirname(filepath)\n"
+        "    return filepath if _is_chief(task_type, task_id, cluster_spec) else "
+        "os.path.join(_get_temp_dir(d, task_id), os.path.basename(filepath))",
+        namespace,
+    )
+    hint = checks.check_write_filepath(uses_broken_helper).hint
+    assert "worker 0, cluster with a chief" in hint
+    assert "_get_temp_dir, whose check fails: fix it first" in hint
+
+
+def test_scope_check_sees_a_model_built_outside_the_scope():
+    namespace: dict = {}
+    outside = make_function(
+        "create_model_in_scope", "return create_model(number_of_classes)", namespace
+    )
+    outcome = checks.check_create_model_in_scope(outside)
+    assert "ran outside the strategy's scope" in outcome.hint
+    assert "create_model" not in namespace  # the stand-in was removed again
+
+
+def test_shard_and_strategy_checks_explain_the_wrong_choice():
+    import tensorflow as tf
+
+    namespace = {"tf": tf}
+    file_policy = make_function(
+        "data_options",
+        "o = tf.data.Options()\n    o.experimental_distribute.auto_shard_policy = "
+        "tf.data.experimental.AutoShardPolicy.FILE\n    return o",
+        namespace,
+    )
+    assert "FILE gives each worker whole files" in checks.check_data_options(file_policy).hint
+    default = make_function("data_options", "return tf.data.Options()", namespace)
+    assert "AUTO" in checks.check_data_options(default).hint
+    mirrored = make_function(
+        "create_strategy", "return tf.distribute.MirroredStrategy()", namespace
+    )
+    assert "one machine only" in checks.check_create_strategy(mirrored).hint
+
+
+def test_check_returns_the_learners_function_or_the_solution(capsys):
+    blank = make_function("global_batch", "...")
+    assert exercises.check(blank) is blank
+    out = capsys.readouterr().out
+    assert "global_batch: not yet" in out and "hint:" in out
+    assert exercises.check(blank, solved=True) is solutions.global_batch
+    assert "SOLVED = True" in capsys.readouterr().out
+    renamed = make_function("global_batch", "...")
+    renamed.__name__ = "my_batch"
+    assert exercises.check(renamed) is renamed
+    assert "not one of the exercises" in capsys.readouterr().out
+
+
+def test_show_solution_is_the_solutions_source():
+    shown = repr(exercises.show_solution("_is_chief"))
+    assert shown.startswith("def _is_chief(task_type, task_id, cluster_spec):")
+    assert 'cluster_spec.get("chief")' in shown
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def test_write_trainer_waits_for_every_exercise(tmp_path, capsys):
+    functions = [exercises.solution(n) for n in exercises.names()]
+    functions[0] = make_function("_is_chief", "return True")
+    assert exercises.write_trainer(tmp_path, functions) is None
+    assert "finish _is_chief first" in capsys.readouterr().out
+    assert exercises.write_trainer(tmp_path, functions[1:]) is None
+    assert not (tmp_path / "trainer").exists()
+
+
+def test_learner_functions_are_assembled_into_the_codelab_layout(tmp_path):
+    learner = load_module(
+        tmp_path / "learner_cells.py",
+        """
+        import os
+        import tensorflow as tf
+
+        def _is_chief(task_type, task_id, cluster_spec):
+            # learner's own words
+            return task_type in (None, "chief") or (
+                task_type == "worker" and task_id == 0 and "chief" not in cluster_spec
+            )
+        """,
+    )
+    functions = [
+        learner._is_chief if n == "_is_chief" else exercises.solution(n) for n in exercises.names()
+    ]
+    task = exercises.write_trainer(tmp_path / "cassava", functions)
+    assert task == tmp_path / "cassava" / "trainer" / "task.py"
+    assert (task.parent / "__init__.py").is_file()  # found before the kit's own `trainer`
+    text = task.read_text()
+    assert "# learner's own words" in text and "ruff: noqa" not in text
+    assert text.index("def create_model(") < text.index("def _is_chief(") < text.index("def main(")
+    defined = compare.file_functions(task)
+    assert set(exercises.names()) | {"main", "create_dataset", "create_model"} <= set(defined)
+    # The codelab's values stay the defaults; LAB_* only shrink the lab's local runs.
+    assert 'os.environ.get("LAB_IMAGE_SIZE", "300")' in text
+    assert 'os.environ.get("LAB_BATCH_SIZE", "64")' in text
+    assert 'os.environ.get("LAB_WEIGHTS", "imagenet")' in text
+
+
+def test_side_by_side_names_real_functions(tmp_path):
+    task = exercises.write_trainer(tmp_path, [exercises.solution(n) for n in exercises.names()])
+    view = exercises.side_by_side(task)
+    codelab = compare.file_functions(compare.CODELAB_TASK)
+    for concern in compare.CONCERNS:
+        assert set(concern.codelab) <= set(codelab), concern.what
+        assert set(concern.learner) <= set(view.learner), concern.what
+        for ref in concern.kit:
+            where, source = compare.kit_source(ref)
+            assert source.startswith(("def ", "class ")), ref
+    text = repr(view)
+    assert "return task_type == 'chief'" in text and "BackupAndRestore" in text
+    assert "<details>" in view._repr_html_()
+    assert exercises.side_by_side(None) is None
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+
+@pytest.fixture
+def context(tmp_path):
+    exercises.write_trainer(tmp_path, [exercises.solution(n) for n in exercises.names()])
+    return tmp_path
+
+
+def test_dockerfile_solution_passes_lint_clean_with_the_pinned_versions(context):
+    outcome = dockerfile.check_dockerfile(dockerfile.solution(), context)
+    assert outcome.passed, str(outcome)
+    assert any("hadolint: no findings" in line for line in outcome.lines)
+    pins = dict(re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', (ROOT / "pyproject.toml").read_text()))
+    text = dockerfile.solution()
+    assert f"tensorflow/tensorflow:{pins['tensorflow']}-gpu" in text
+    assert f'"tf-keras=={pins["tf-keras"]}"' in text
+    assert f'"tensorflow-datasets=={pins["tensorflow-datasets"]}"' in text
+
+
+def test_the_codelabs_dockerfile_passes_with_its_lint_finding_explained(context):
+    outcome = dockerfile.check_dockerfile(CODELAB_DOCKERFILE, context)
+    assert outcome.passed, str(outcome)
+    (finding,) = [line for line in outcome.lines if "hadolint DL3006" in line]
+    assert "pin the release you tested" in finding
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("# my Dockerfile\n", "write the four steps"),
+        (
+            "FROM python:3.11\nWORKDIR /app\nCOPY trainer trainer\nENTRYPOINT python -m trainer.task\n",
+            "expected the exec form",
+        ),
+        (
+            'FROM python:3.11\nWORKDIR /app\nCOPY trainer /trainer\nENTRYPOINT ["python", "-m", "trainer.task"]\n',
+            "no /app/trainer/task.py is in the image",
+        ),
+        (
+            'FROM tensorflow/tensorflow:2.21.0\nCOPY trainer /trainer\nENTRYPOINT ["python", "-m", "trainer.task"]\n',
+            "has no tensorflow-datasets",
+        ),
+        ("WORKDIR /\n", "no FROM"),
+    ],
+)
+def test_dockerfile_mistakes_get_hints(context, text, expected):
+    outcome = dockerfile.check_dockerfile(text, context)
+    assert not outcome.passed
+    assert expected in str(outcome), str(outcome)
+
+
+def test_dockerfile_exercise_without_a_trainer_says_to_run_03(tmp_path, capsys):
+    assert dockerfile.dockerfile_exercise(CODELAB_DOCKERFILE, tmp_path) is None
+    assert "run 03's exercises first" in capsys.readouterr().out
+    # Solved (CI running 04 alone): the solved trainer is written, then the solution checked.
+    path = dockerfile.dockerfile_exercise(None, tmp_path / "solved", solved=True)
+    assert path == tmp_path / "solved" / "Dockerfile" and path.read_text() == dockerfile.solution()
+
+
+# --------------------------------------------------------------------------- real runs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_learners_trainer_runs_on_two_workers_and_saves_once(tmp_path, sample_for_jobs):
+    task = exercises.write_trainer(
+        tmp_path / "cassava", [exercises.solution(n) for n in exercises.names()]
+    )
+    out = tmp_path / "run"
+    result = exercises.run_trainer(task, out, str(sample_for_jobs.tfds_data_dir))
+    assert result.ok, result.message
+    outcome = exercises.check_run(result, out)
+    assert outcome.passed, str(outcome)
+    assert "[my trainer] chief:0 saved the model" in result.log_text("chief-0")
+    assert "removed its temporary copy" in result.log_text("worker-0")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_learners_container_runs_as_a_two_replica_job(tmp_path, local_vertex, sample_for_jobs):
+    path = dockerfile.dockerfile_exercise(None, tmp_path / "cassava", solved=True)
+    job = dockerfile.run_container_job(
+        path,
+        local_vertex.settings,
+        str(sample_for_jobs.tfds_data_dir),
+        state_dir=local_vertex.state_dir,
+    )
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    outcome = dockerfile.check_container_job(job, local_vertex.settings)
+    assert outcome.passed, str(outcome)
+
+
+def test_failed_run_check_shows_the_failing_replicas_log(tmp_path, capsys):
+    log = tmp_path / "worker-0.log"
+    log.write_text("line\nValueError: boom\n")
+
+    class Failed:
+        ok, outcome, message, failed_role = False, "failed", "worker-0 exited with 1", "worker-0"
+        logs = {"worker-0": log}
+
+        def log_text(self, role):
+            return log.read_text()
+
+    outcome = trainer.check_run(Failed(), tmp_path)
+    assert not outcome.passed and "ValueError: boom" in outcome.hint
+    assert trainer.check_run(None, tmp_path) is None
+
+
+def test_python_finds_the_learners_trainer_before_the_kits(tmp_path):
+    """`python -m trainer.task` from the learner's folder runs their file, not the kit's."""
+    import subprocess
+
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "task.py").write_text("print('learner', __file__)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.task"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.stdout.startswith("learner") and str(tmp_path) in done.stdout, done.stderr
