@@ -35,6 +35,7 @@ from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY, images, paths, storage
 from labkit.settings import Settings, load_settings, on_workbench
+from labkit.i18n import gettext
 
 JOB_FILTER = f'labels.{KIT_LABEL_KEY}="{KIT_LABEL_VALUE}"'
 ACTIVE_JOB_STATES = {
@@ -73,10 +74,16 @@ class CleanupPlan:
 
     def __str__(self) -> str:
         if not self.items:
-            lines = [f"Nothing to delete ({self.mode} mode): the kit left nothing behind."]
+            lines = [
+                gettext("Nothing to delete ({mode} mode): the kit left nothing behind.").format(
+                    mode=self.mode
+                )
+            ]
         else:
             lines = [
-                f"The kit created {len(self.items)} resource(s) ({self.mode} mode), in deletion order:"
+                gettext("The kit created {n} resource(s) ({mode} mode), in deletion order:").format(
+                    n=len(self.items), mode=self.mode
+                )
             ]
             lines += [f"  {i:>2}. {item.line()}" for i, item in enumerate(self.items, 1)]
         lines += [f"  note: {note}" for note in self.notes]
@@ -497,7 +504,7 @@ def execute(plan: CleanupPlan, *, out: Callable[[str], Any] = print) -> list[str
     for i, item in enumerate(plan.items, 1):
         try:
             item.run()
-            out(f"  {i:>2}. done: {item.action}: {item.kind} {item.name}")
+            out(f"  {i:>2}. {gettext('done')}: {item.action}: {item.kind} {item.name}")
         except Exception as err:
             plan.errors.append(f"{item.kind} {item.name}: {type(err).__name__}: {err}")
             out(f"  {i:>2}. FAILED: {item.kind} {item.name}: {err}")
@@ -512,11 +519,16 @@ def workbench_reminder(settings: Settings) -> str:
     where = f"--location=ZONE --project={project}"
     return "\n".join(
         [
-            "Reminder: a Vertex AI Workbench instance bills while it runs; idle shutdown only "
-            "stops it after the idle time.",
-            f"  Stop it (keeps its disk):  gcloud workbench instances stop {instance} {where}",
-            f"  Or delete it:              gcloud workbench instances delete {instance} {where}",
-            f"  Find its name and ZONE:    gcloud workbench instances list --project={project}",
+            gettext(
+                "Reminder: a Vertex AI Workbench instance bills while it runs; idle shutdown "
+                "only stops it after the idle time."
+            ),
+            gettext("  Stop it (keeps its disk):  ")
+            + f"gcloud workbench instances stop {instance} {where}",
+            gettext("  Or delete it:              ")
+            + f"gcloud workbench instances delete {instance} {where}",
+            gettext("  Find its name and ZONE:    ")
+            + f"gcloud workbench instances list --project={project}",
         ]
     )
 
@@ -533,19 +545,23 @@ def cleanup(
     plan = plan_cleanup(settings, run_id=run_id, runner=runner)
     out(str(plan))
     if yes and plan.items:
-        out("Deleting:")
+        out(gettext("Deleting:"))
         if execute(plan, out=out):
             out(
-                f"{len(plan.errors)} item(s) could not be deleted; run the cleanup again or "
-                "delete them by hand."
+                gettext(
+                    "{n} item(s) could not be deleted; run the cleanup again or delete them by hand."
+                ).format(n=len(plan.errors))
             )
         else:
-            out("Done: everything the kit created is gone.")
+            out(gettext("Done: everything the kit created is gone."))
     else:
         plan.release()
         if plan.items:
             out(
-                "Dry run: nothing was deleted. Run again with --yes (yes=True) to delete the items above."
+                gettext(
+                    "Dry run: nothing was deleted. "
+                    "Run again with --yes (yes=True) to delete the items above."
+                )
             )
     out(workbench_reminder(settings))
     return plan

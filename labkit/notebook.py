@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import paths
+from labkit.i18n import gettext
 from labkit.settings import Settings
 
 RESULTS_FILE = "results.json"
@@ -113,7 +114,7 @@ def record(run_dir: str | Path, name: str, value: Any) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
-    print(f"recorded {name!r} in {path}")
+    print(gettext("recorded {name!r} in {path}").format(name=name, path=path))
 
 
 def load_results(run_dir: str | Path) -> dict[str, Any]:
@@ -162,12 +163,14 @@ class Table:
         if isinstance(value, float):
             return f"{value:.4g}"
         if isinstance(value, bool):
-            return "yes" if value else "no"
-        return "" if value is None else str(value)
+            return gettext("yes") if value else gettext("no")
+        # the edition's words for the kit's fixed texts (headings, roles, check names)
+        return "" if value is None else gettext(str(value))
 
     def __repr__(self) -> str:
-        cols = self._columns()
-        cells = [[self._cell(row.get(c)) for c in cols] for row in self.rows]
+        keys = self._columns()
+        cols = [gettext(c) for c in keys]
+        cells = [[self._cell(row.get(c)) for c in keys] for row in self.rows]
         widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(cols)]
         lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
         lines += [
@@ -177,7 +180,7 @@ class Table:
 
     def _repr_html_(self) -> str:
         cols = self._columns()
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        head = "".join(f"<th>{html.escape(gettext(c))}</th>" for c in cols)
         body = "".join(
             "<tr>"
             + "".join(f"<td>{html.escape(self._cell(row.get(c)))}</td>" for c in cols)
