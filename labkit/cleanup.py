@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY, images, paths, storage
-from labkit.settings import Settings, load_settings, on_workbench
 from labkit.i18n import gettext
+from labkit.settings import Settings, load_settings, on_workbench
 
 JOB_FILTER = f'labels.{KIT_LABEL_KEY}="{KIT_LABEL_VALUE}"'
 ACTIVE_JOB_STATES = {
