@@ -21,6 +21,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cleanup": ("labkit.cleanup", "list, then delete, only what the kit created"),
     "lab": ("labkit.lab", "execute the notebooks 00..05 with papermill into a run folder"),
     "settings": ("labkit.settings", "show the resolved settings (mode, project, region, bucket)"),
+    "durations": (
+        "labkit.durations",
+        "check the docs' durations against bench/measurements.json; record or refresh them",
+    ),
     "i18n": ("labkit.i18n.cli", "the zh-CN edition: sync notebooks, list stale translations"),
 }
 

@@ -15,11 +15,14 @@ in a paragraph or table row is backed when
 `problems` lists every duration without such backing, naming the file, cell and text;
 tests/test_durations.py fails on any.
 
-Refreshing after the notebooks change (the local lab's times move with them)::
+Refreshing after the notebooks change (the local lab's times move with them), one command::
 
-    make lab                                  # or: python -m labkit lab
-    python -m labkit.durations record         # newest runs/<stamp>/: per-notebook times
-    python -m labkit.durations check          # what the docs now state wrongly, if anything
+    python -m labkit durations refresh        # = python -m labkit lab, then record its run
+
+or in steps, after a `make lab` that already ran::
+
+    python -m labkit durations record         # newest runs/<stamp>/: per-notebook times
+    python -m labkit durations check          # what the docs now state wrongly, if anything
 
 ``record`` reads each executed notebook's wall time (papermill's ``duration``) from the run
 folder, writes them into ``bench/measurements.json`` with this machine's cores, memory and
@@ -440,7 +443,7 @@ def record(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m labkit.durations",
+        prog="python -m labkit durations",
         description="Check the durations the docs state against bench/measurements.json, "
         "or record a lab run's per-notebook times there.",
     )
@@ -448,9 +451,20 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser("record", help="store a `make lab` run's per-notebook times")
     rec.add_argument("run_dir", nargs="?", type=Path, help="default: the newest runs/<stamp>/")
     sub.add_parser("check", help="list every stated duration no measurement backs")
+    sub.add_parser("refresh", help="run the lab (python -m labkit lab), then record that run")
     args = parser.parse_args(argv)
-    if args.command == "record":
+    run_dir: Path | None = None
+    if args.command == "refresh":
+        from labkit import lab
+
+        run_dir = lab.new_run_dir()
+        status = lab.main(["--out", str(run_dir)])
+        if status != 0:
+            print(f"durations: the lab run failed; nothing recorded ({run_dir})", file=sys.stderr)
+            return status
+    elif args.command == "record":
         run_dir = args.run_dir or newest_run()
+    if run_dir is not None:
         for entry in record(run_dir):
             print(f"recorded {entry['id']}: {entry['seconds']} s")
         print(f"on a {machine_words(this_machine())}; README's per-notebook line rewritten")

@@ -137,3 +137,29 @@ def test_this_machine_is_described():
     assert machine["cores"] >= 1 and "gpu" in machine
     assert "-core" in durations.machine_words(MACHINE)
     assert durations.machine_words(MACHINE) == "2-core, 24 GiB machine without a GPU"
+
+
+def test_refresh_runs_the_lab_then_records_that_run(monkeypatch, tmp_path):
+    from labkit import lab
+
+    run = tmp_path / "20261204-130000"
+    calls, recorded = [], []
+
+    def fake_lab(argv, status=0):
+        calls.append(argv)
+        _fake_run(run, dict.fromkeys(durations.LAB_NOTEBOOKS, 5.0))
+        return status
+
+    monkeypatch.setattr(lab, "new_run_dir", lambda *args, **kwargs: run)
+    monkeypatch.setattr(lab, "main", fake_lab)
+    monkeypatch.setattr(durations, "record", lambda run_dir: recorded.append(run_dir) or [])
+    monkeypatch.setattr(durations, "problems", lambda: [])
+    assert durations.main(["refresh"]) == 0
+    assert calls == [["--out", str(run)]] and recorded == [run]
+
+    shutil.rmtree(run)
+    calls.clear()
+    recorded.clear()
+    monkeypatch.setattr(lab, "main", lambda argv: fake_lab(argv, status=1))
+    assert durations.main(["refresh"]) == 1
+    assert recorded == []  # a failed lab run records nothing
