@@ -3,11 +3,13 @@
 APIs. The codelab (section 4) enables Compute Engine, Container Registry and Vertex AI.
 Today's lab needs five services, each named as ``gcloud services enable`` takes it:
 
-- ``compute.googleapis.com``: the machines of the worker pools (codelab section 4).
+- ``compute.googleapis.com``: the machines of the worker pools (codelab section 4; the
+  Compute Engine API, docs.cloud.google.com/compute/docs/reference/rest/v1).
 - ``artifactregistry.googleapis.com``: the trainer image (Container Registry takes no pushes
   since 2025-03-18; Artifact Registry API reference,
   docs.cloud.google.com/artifact-registry/docs/reference/rest).
-- ``aiplatform.googleapis.com``: Vertex AI training (the Vertex AI API).
+- ``aiplatform.googleapis.com``: Vertex AI training (the Vertex AI API: the pinned
+  google-cloud-aiplatform's ``google.cloud.aiplatform.constants.base.API_BASE_PATH``).
 - ``notebooks.googleapis.com``: Vertex AI Workbench instances ("Service:
   notebooks.googleapis.com", cloud.google.com/vertex-ai/docs/workbench/reference/rest).
 - ``cloudbuild.googleapis.com``: the image build notebook 04 prints when there is no Docker
@@ -139,8 +141,9 @@ class ApiCheck:
             return f"all {len(REQUIRED_SERVICES)} APIs are enabled in {self.project_id}"
         return (
             f"not enabled in {self.project_id}: {', '.join(self.missing)}. Run "
-            f"`{shlex.join(enable_apis_command(self.project_id))}` (it needs the Service "
-            "Usage Admin role or the project's Owner/Editor role), then check again."
+            f"`{shlex.join(enable_apis_command(self.project_id))}` (it needs the "
+            "serviceusage.services.enable permission, e.g. the Service Usage Admin role: "
+            "docs.cloud.google.com/build/docs/set-up), then check again."
         )
 
 
