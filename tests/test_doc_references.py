@@ -1,7 +1,8 @@
 """Every file a doc or docstring names exists in the repository.
 
 Read: Markdown files, the notebooks' Markdown cells (English and any translated edition),
-and Python docstrings and comments. A name with a file extension (``trainer/model.py``,
+Python docstrings and comments, and the comments of the Makefile, Dockerfile, YAML/TOML
+files and CI scripts. A name with a file extension (``trainer/model.py``,
 ``README.md``, ``environment.yml``), or ``Dockerfile``/``Makefile``, must resolve to a file
 of this checkout: from the repository's root, from the folder of the file that names it, or
 by its base name (``task.py``). Files the kit *writes* at run time (``results.json``,
@@ -48,6 +49,8 @@ WRITTEN_AT_RUN_TIME = {
     "index.html": "labkit.lab.write_report (the run folder's report page)",
 }
 THIS_FILE = "tests/test_doc_references.py"
+CONFIG_SUFFIXES = {".yml", ".yaml", ".toml", ".cfg"}
+CONFIG_NAMES = {"Makefile", "Dockerfile", ".dockerignore", ".gitignore"}
 NOT_FILES = {"tf.keras"}  # a module, not a file
 # my_specs.json, FILE.json, DIR/x, folder/trainer/task.py: names a reader substitutes
 PLACEHOLDER = re.compile(r"(^|/)(my[_.]|[A-Z][A-Z_]*(/|\.))|^(folder|path|some)/")
@@ -87,6 +90,10 @@ def doc_texts(path: str) -> Iterator[tuple[str, str]]:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type == tokenize.COMMENT:
                 yield f"{path}:{token.start[0]}", token.string
+    elif full.suffix in CONFIG_SUFFIXES or full.name in CONFIG_NAMES or path.startswith(".ci/"):
+        for number, line in enumerate(full.read_text(encoding="utf-8").splitlines(), 1):
+            if "#" in line:  # the comment part of a Makefile, Dockerfile, YAML, TOML or script
+                yield f"{path}:{number}", line[line.index("#") :]
 
 
 def resolves(reference: str, named_in: str, base_names: set[str]) -> bool:
@@ -105,7 +112,7 @@ def unresolved_references() -> list[str]:
     base_names = {Path(f).name for f in files}
     bad = []
     for path in files:
-        if Path(path).suffix not in {".md", ".ipynb", ".py"} or path == THIS_FILE:
+        if path == THIS_FILE:
             continue  # this file names stale references on purpose
         for where, text in doc_texts(path):
             for match in REFERENCE.finditer(text):
