@@ -79,7 +79,7 @@ def init_vertex(
 
 
 def _job_name(job: Any) -> str:
-    """A CustomJob object or its resource name."""
+    """A CustomJob or training job (TrainingPipeline) object, or its resource name."""
     return job if isinstance(job, str) else job.resource_name
 
 
@@ -131,8 +131,13 @@ def job_output_dir(job: Any, *, settings: Settings | None = None, port: int | No
     """The local folder standing for a local job's ``gs://`` base output directory.
 
     The trainer's model is under ``<it>/model/``, checkpoints and TensorBoard logs beside it.
+    A training pipeline's is its backing CustomJob's (``trainingTaskMetadata.backingCustomJob``).
     """
-    local = job_resource(job, settings=settings, port=port).get("labkitLocal") or {}
+    resource = job_resource(job, settings=settings, port=port)
+    backing = (resource.get("trainingTaskMetadata") or {}).get("backingCustomJob")
+    if backing:
+        resource = job_resource(backing, settings=settings, port=port)
+    local = resource.get("labkitLocal") or {}
     if "localOutputDirectory" not in local:
         raise ValueError(f"job {_job_name(job)} has no base output directory")
     return Path(local["localOutputDirectory"])
