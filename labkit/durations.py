@@ -59,7 +59,7 @@ LAB_NOTEBOOKS = (
     "04_sdk_job_submission",
     "05_cleanup",
 )
-PER_NOTEBOOK_LINE = re.compile(r"^Per notebook in the last `make lab`:[^\n]*$", re.M)
+PER_NOTEBOOK_LINE = re.compile(r"^Per notebook in the last `make lab`[^\n]*$", re.M)
 
 # The codelab's own figures (seed text, zh-CN): (low s, high s, what, its words).
 CODELAB_FIGURES: tuple[tuple[float, float, str, str], ...] = (
@@ -404,12 +404,11 @@ def lab_entries(
 def per_notebook_line(entries: Iterable[Mapping[str, Any]]) -> str:
     """README's one line of per-notebook times, from the measurements."""
     by_id = {e["id"]: e for e in entries}
-    parts = [
-        f"{name[:2]} {by_id[f'lab.{name}']['seconds']} s"
-        for name in LAB_NOTEBOOKS
-        if f"lab.{name}" in by_id
-    ]
-    return "Per notebook in the last `make lab`: " + ", ".join(parts) + "."
+    measured = [(n, by_id[f"lab.{n}"]) for n in LAB_NOTEBOOKS if f"lab.{n}" in by_id]
+    parts = [f"{name[:2]} {entry['seconds']} s" for name, entry in measured]
+    first = measured[0][1] if measured else None
+    where = f" ({machine_words(first['machine'])}, {first['date']})" if first else ""
+    return f"Per notebook in the last `make lab`{where}: " + ", ".join(parts) + "."
 
 
 def record(

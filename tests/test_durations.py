@@ -117,8 +117,8 @@ def test_record_refreshes_the_measurements_and_readme_in_one_call(tmp_path):
     assert "lab.03_mwms_trainer.runs" in lab  # other measurements stay
     text = readme.read_text()
     assert (
-        "Per notebook in the last `make lab`: 00 11 s, 01 14 s, 02 150 s, 03 250 s, 04 121 s, "
-        "05 6 s." in text
+        "Per notebook in the last `make lab` (2-core, 24 GiB machine without a GPU, 2026-12-04): "
+        "00 11 s, 01 14 s, 02 150 s, 03 250 s, 04 121 s, 05 6 s." in text
     )
     assert text.count("Per notebook in the last `make lab`") == 1
 
