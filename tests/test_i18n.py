@@ -142,6 +142,13 @@ def _gettext_calls() -> dict[str, list[str]]:
                 and isinstance(arg.value, str)
             ):
                 found.setdefault(arg.value, []).append(f"{path.name}:{node.lineno}")
+    from jinja2.ext import babel_extract  # the console's templates: _("...") in Jinja
+
+    for path in sorted((paths.REPO_ROOT / "labkit").rglob("templates/*.html")):
+        with path.open("rb") as handle:
+            for lineno, _func, message, _notes in babel_extract(handle, ("_", "gettext"), [], {}):
+                if isinstance(message, str):
+                    found.setdefault(message, []).append(f"{path.name}:{lineno}")
     return found
 
 
