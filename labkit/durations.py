@@ -406,8 +406,10 @@ def per_notebook_line(entries: Iterable[Mapping[str, Any]]) -> str:
     by_id = {e["id"]: e for e in entries}
     measured = [(n, by_id[f"lab.{n}"]) for n in LAB_NOTEBOOKS if f"lab.{n}" in by_id]
     parts = [f"{name[:2]} {entry['seconds']} s" for name, entry in measured]
-    first = measured[0][1] if measured else None
-    where = f" ({machine_words(first['machine'])}, {first['date']})" if first else ""
+    machines = sorted({machine_words(entry["machine"]) for _, entry in measured})
+    dates = sorted({entry["date"] for _, entry in measured})
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    where = f" ({'; '.join(machines)}, {span})" if measured else ""
     return f"Per notebook in the last `make lab`{where}: " + ", ".join(parts) + "."
 
 
