@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Any
 
+from labkit.i18n import gettext
 from labkit.specs import (
     NO_ACCELERATOR,
     POOL_ROLES,
@@ -95,10 +96,10 @@ class CostEstimate:
     def __str__(self) -> str:
         t = self.table
         cur = t.currency
-        head = (
-            f"ESTIMATE, not a bill: Vertex AI custom training list prices for {t.region}, "
-            f"read {t.prices_read} ({t.source})."
-        )
+        head = gettext(
+            "ESTIMATE, not a bill: Vertex AI custom training list prices for {region}, "
+            "read {read} ({source})."
+        ).format(region=t.region, read=t.prices_read, source=t.source)
         rows = [
             f"{'pool':<4} {'role':<8} {'item':<20} {'qty':>4} {'unit/h':>10} {'per hour':>10} {'total':>10}"
         ]
@@ -112,9 +113,10 @@ class CostEstimate:
             f"{self.total:>10.2f}"
         )
         tail = [
-            f"Estimated total for {self.hours:g} h: {self.total:.2f} {cur} "
-            f"({self.per_hour:.4f} {cur} per hour).",
-            f"Not included: {t.excludes}.",
+            gettext(
+                "Estimated total for {hours:g} h: {total:.2f} {cur} ({per_hour:.4f} {cur} per hour)."
+            ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour),
+            gettext("Not included: {excludes}.").format(excludes=t.excludes),
         ]
         return "\n".join([head, *rows, *tail])
 
