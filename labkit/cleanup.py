@@ -5,12 +5,13 @@
 
 - Without ``--yes`` it lists what it would delete and deletes nothing.
 - It only touches resources that carry the kit's label (``lab=cassava``, and ``lab-run=RUN``
-  with ``--run-id``): custom jobs, buckets, Artifact Registry repositories. Inside a bucket
+  with ``--run-id``): training pipelines (the console's and ``CustomContainerTrainingJob``'s),
+  custom jobs, buckets, Artifact Registry repositories. Inside a bucket
   the kit did not create it removes only what the kit wrote there: the output folders of the
   kit's own jobs and objects uploaded with the kit's labels. A bucket is deleted whole only
   when it carries the label, i.e. when the kit created it.
-- Order: cancel the kit's running jobs (so nothing writes any more), delete the kit's objects
-  in other buckets, delete the kit's buckets, delete the jobs, then the Artifact Registry
+- Order: cancel the kit's running pipelines and jobs (so nothing writes any more), delete the kit's objects
+  in other buckets, delete the kit's buckets, delete the pipelines and the jobs, then the Artifact Registry
   images and repository; in local mode finally stop the local Vertex AI service and remove
   its state, the local bucket folders and the sample data.
 - A second run finds nothing and says so.
@@ -44,6 +45,13 @@ ACTIVE_JOB_STATES = {
     "JOB_STATE_RUNNING",
     "JOB_STATE_CANCELLING",
 }
+ACTIVE_PIPELINE_STATES = {
+    "PIPELINE_STATE_QUEUED",
+    "PIPELINE_STATE_PENDING",
+    "PIPELINE_STATE_RUNNING",
+    "PIPELINE_STATE_CANCELLING",
+}
+ACTIVE_STATES = ACTIVE_JOB_STATES | ACTIVE_PIPELINE_STATES
 CANCEL_TIMEOUT_S = 180.0
 
 
@@ -115,22 +123,38 @@ def list_kit_jobs(run_id: str | None = None) -> list[Any]:
     return [j for j in jobs if run_id is None or _job_run_id(j) == run_id]
 
 
+def list_kit_pipelines(run_id: str | None = None) -> list[Any]:
+    """The kit's custom-training pipelines (what the console's "custom training" and
+    ``CustomContainerTrainingJob`` make) through the SDK."""
+    from google.cloud import aiplatform
+
+    pipelines = aiplatform.CustomContainerTrainingJob.list(filter=JOB_FILTER)
+    return [p for p in pipelines if run_id is None or _job_run_id(p) == run_id]
+
+
 def job_output_uri(job: Any) -> str | None:
-    prefix = job.gca_resource.job_spec.base_output_directory.output_uri_prefix
+    """A custom job's or a training pipeline's base output directory, with a final slash."""
+    resource = job.gca_resource
+    if hasattr(resource, "training_task_inputs"):
+        inputs = dict(resource.training_task_inputs or {})  # a Struct: keys as the client wrote
+        base = dict(inputs.get("base_output_directory") or inputs.get("baseOutputDirectory") or {})
+        prefix = base.get("output_uri_prefix") or base.get("outputUriPrefix")
+    else:
+        prefix = resource.job_spec.base_output_directory.output_uri_prefix
     return prefix.rstrip("/") + "/" if prefix else None
 
 
 def cancel_and_wait(job: Any, timeout: float = CANCEL_TIMEOUT_S) -> str:
-    """Cancel a running job and wait until it has stopped; returns the final state name."""
-    from google.cloud import aiplatform
-
-    if _state_name(job) in ACTIVE_JOB_STATES:
-        job.cancel()
+    """Cancel a running job or pipeline and wait until it has stopped; returns its final
+    state name. Its state is read again first: a pipeline's cancel may have ended its job."""
+    current = type(job).get(job.resource_name)
+    if _state_name(current) in ACTIVE_STATES:
+        current.cancel()
     deadline = time.monotonic() + timeout
     while True:
-        current = aiplatform.CustomJob.get(job.resource_name)
+        current = type(job).get(job.resource_name)
         state = _state_name(current)
-        if state not in ACTIVE_JOB_STATES:
+        if state not in ACTIVE_STATES:
             return state
         if time.monotonic() > deadline:
             raise TimeoutError(f"{job.resource_name} is still {state} {timeout:g} s after cancel")
@@ -171,32 +195,32 @@ def _plan_jobs(
     try:
         if not _connect_vertex(settings, plan):
             return [], [], []
-        jobs = list_kit_jobs(run_id)
+        found = [("training pipeline", p) for p in list_kit_pipelines(run_id)]
+        found += [("custom job", j) for j in list_kit_jobs(run_id)]
     except Exception as err:  # a service we cannot reach must not hide the rest of the plan
         plan.notes.append(
-            f"could not list custom jobs ({type(err).__name__}: {err}); nothing done to jobs"
+            f"could not list training pipelines and custom jobs ({type(err).__name__}: {err}); "
+            "nothing done to them"
         )
         return [], [], []
     cancels, deletes, outputs = [], [], []
-    for job in jobs:
+    for kind, job in found:
         state = _state_name(job)
         label = f"{KIT_LABEL_KEY}={KIT_LABEL_VALUE}, {RUN_LABEL_KEY}={_job_run_id(job)}"
         name = f"{job.resource_name} ({job.display_name})"
-        if state in ACTIVE_JOB_STATES:
+        if state in ACTIVE_STATES:
             cancels.append(
                 Item(
-                    "custom job",
+                    kind,
                     name,
                     f"{state}; {label}",
                     "cancel, wait until it stops",
                     lambda j=job: cancel_and_wait(j),
                 )
             )
-        deletes.append(
-            Item("custom job", name, f"{state}; {label}", "delete", lambda j=job: delete_job(j))
-        )
+        deletes.append(Item(kind, name, f"{state}; {label}", "delete", lambda j=job: delete_job(j)))
         uri = job_output_uri(job)
-        if uri:
+        if uri and uri not in outputs:  # a pipeline and its own job share one directory
             outputs.append(uri)
     return cancels, deletes, outputs
 

@@ -364,3 +364,42 @@ def test_workbench_reminder_gives_both_commands():
     assert "gcloud workbench instances stop" in text
     assert "gcloud workbench instances delete" in text
     assert "--project=cassava-lab-4711" in text
+
+
+@pytest.mark.slow
+def test_cleanup_finds_the_kits_training_pipelines_too(kit_world):
+    """Issue 15: pipelines (the console's route, CustomContainerTrainingJob) are the kit's too."""
+    from google.cloud import aiplatform
+
+    settings = kit_world["settings"]
+    pipeline = aiplatform.CustomContainerTrainingJob(
+        display_name="kit-pipeline", container_uri=WRITER_IMAGE, labels=settings.labels
+    )
+    pipeline.run(
+        args=["120"],
+        replica_count=1,
+        machine_type="n1-standard-4",
+        base_output_dir=f"gs://{settings.bucket}/kit-pipeline",
+        sync=False,
+    )
+    pipeline.wait_for_resource_creation()
+    deadline = time.monotonic() + 60
+    while pipeline.state.name != "PIPELINE_STATE_RUNNING":
+        assert time.monotonic() < deadline, pipeline.state
+        time.sleep(0.3)
+    backing = pipeline.gca_resource.training_task_metadata["backingCustomJob"]
+
+    lines: list[str] = []
+    plan = cleanup.cleanup(settings, yes=False, out=lines.append)
+    entry = ("training pipeline", f"{pipeline.resource_name} (kit-pipeline)")
+    names = plan.names()
+    assert names[0] == entry and plan.items[0].action.startswith("cancel")
+    assert names.count(entry) == 2  # cancel, then delete
+    assert any(kind == "custom job" and name.startswith(backing) for kind, name in names)
+    assert "PIPELINE_STATE_RUNNING" in "\n".join(lines)
+    assert pipeline.state.name == "PIPELINE_STATE_RUNNING"  # a dry run touches nothing
+
+    plan = cleanup.cleanup(settings, yes=True, out=lines.append)
+    assert plan.errors == [], "\n".join(lines)
+    plan = cleanup.cleanup(settings, yes=True, out=lambda line: None)
+    assert plan.items == []
