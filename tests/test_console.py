@@ -205,3 +205,65 @@ def test_form_handler_starts_a_two_pool_pipeline_with_labels(local_vertex):
     assert "TF_CONFIG" in page and '"type": "worker"' in page and "chief-0" in page
     listing = urllib.request.urlopen(client.page_url(settings), timeout=10).read().decode()
     assert "console-handler-test" in listing and "PIPELINE_STATE_SUCCEEDED" in listing
+
+
+# ---- the cloud walkthrough (labkit.walkthrough) ----
+
+
+def test_walkthrough_fills_every_field_the_kit_needs_and_passes_the_core():
+    from labkit import walkthrough
+
+    cloud = Settings(mode="cloud", project_id="my-lab-project", region="europe-west4")
+    form = walkthrough.cloud_form(cloud)
+    assert specs.validate_training_pipeline(form.pipeline_body()) == []
+    assert form.problems() == []
+    rows = {row.field: row for row in walkthrough.fields(form)}
+    assert rows["Model output directory"].enter.startswith(
+        f"gs://my-lab-project-cassava-lab/console/multiworker-cassava-{cloud.run_id}"
+    )
+    assert rows["Model output directory"].field_zh_CN == "模型输出目录"
+    assert "lab=cassava" in rows["Advanced options > Labels"].enter
+    assert rows["container image"].enter == cloud.image_uri
+    assert "worker count 1" in rows["worker pool 0 (chief)"].enter
+    assert rows["worker pool 1 (worker)"].field_zh_CN == "工作器池 1（工作器）"
+    assert walkthrough.training_page_url(cloud) == (
+        "https://console.cloud.google.com/vertex-ai/training/training-pipelines"
+        "?project=my-lab-project"
+    )
+
+
+def test_walkthrough_gives_every_machine_the_same_gpus():
+    from labkit import walkthrough
+
+    cloud = Settings(mode="cloud", project_id="my-lab-project")
+    form = walkthrough.cloud_form(
+        cloud, workers=3, accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1
+    )
+    pools = form.pipeline_body()["trainingTaskInputs"]["workerPoolSpecs"]
+    assert [p["replicaCount"] for p in pools] == [1, 2]
+    assert {p["machineSpec"]["acceleratorType"] for p in pools} == {"NVIDIA_TESLA_T4"}
+    assert [p for p in form.problems() if p.vertex_rejects] == []
+
+
+def test_console_jobs_are_found_by_name_and_unlabelled_ones_cleaned_up(local_vertex):
+    """Notebook 04 finds the console's job by its name through the SDK; notebook 05 deletes
+    a console job whose Labels field was emptied (the label-based cleanup cannot see it)."""
+    from labkit import walkthrough
+
+    settings = local_vertex.settings
+    labelled = client.lab_form(settings, ["--sleep", "0"], model_name=walkthrough.MODEL_NAME)
+    labelled.image_uri = DEMO_IMAGE_URI
+    unlabelled = client.lab_form(settings, ["--sleep", "0"], model_name=walkthrough.MODEL_NAME)
+    unlabelled.image_uri = DEMO_IMAGE_URI
+    unlabelled.labels = ""
+    first = client.submit_form(settings, labelled)
+    second = client.submit_form(settings, unlabelled)
+    for name in (first, second):
+        wait_state(settings, name, {"PIPELINE_STATE_SUCCEEDED"})
+    assert client.find_pipeline(walkthrough.MODEL_NAME).resource_name == second  # the newest
+    found = walkthrough.unlabelled_console_pipelines(settings)
+    assert [p.resource_name for p in found] == [second]
+    assert "no lab=cassava label" in walkthrough.describe_pipelines(found)
+    assert walkthrough.delete_pipelines(found) == [second]
+    assert walkthrough.unlabelled_console_pipelines(settings) == []
+    assert client.find_pipeline(walkthrough.MODEL_NAME).resource_name == first

@@ -8,6 +8,7 @@ made by the console's *Start training*, never by a shortcut around it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import http.client
@@ -15,7 +16,7 @@ import json
 import re
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -145,17 +146,52 @@ def fill_form(page: Any, form: CreateForm) -> None:
             proceed.click()
 
 
+def _off_the_event_loop(fn: Any, *args: Any) -> Any:
+    """Run ``fn`` in a thread of its own when this thread runs an asyncio loop (a Jupyter
+    kernel does): Playwright's sync API refuses to run inside one."""
+    import asyncio
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn(*args)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, *args).result()
+
+
+@contextlib.contextmanager
+def _context(context: Any = None) -> Iterator[Any]:
+    if context is not None:
+        yield context
+        return
+    with browser.open_browser() as fresh:
+        yield fresh
+
+
 def create_in_browser(
-    settings: Settings, form: CreateForm, screenshots_dir: str | Path | None = None
+    settings: Settings,
+    form: CreateForm,
+    screenshots_dir: str | Path | None = None,
+    context: Any = None,
 ) -> ConsoleJob:
     """Open the Create page in Chromium, fill it in, take the create-form and compute-step
-    screenshots, press *Start training*; the pipeline the page created."""
+    screenshots, press *Start training*; the pipeline the page created. ``context``: a
+    Playwright browser context to use (default: a fresh one on Debian's Chromium)."""
+    if context is None:
+        return _off_the_event_loop(_create_in_browser, settings, form, screenshots_dir, None)
+    return _create_in_browser(settings, form, screenshots_dir, context)
+
+
+def _create_in_browser(
+    settings: Settings, form: CreateForm, screenshots_dir: str | Path | None, context: Any
+) -> ConsoleJob:
     shots: list[Path] = []
     folder = Path(screenshots_dir) if screenshots_dir else None
     if folder:
         folder.mkdir(parents=True, exist_ok=True)
-    with browser.open_browser() as context:
-        page = context.new_page()
+    with _context(context) as ctx:
+        page = ctx.new_page()
         page.goto(f"{base_url(settings)}/training/create")
         if folder:
             page.screenshot(path=str(folder / SCREENSHOTS["create"]), full_page=True)
@@ -163,7 +199,7 @@ def create_in_browser(
         fill_form(page, form)
         compute = page.locator("#step-compute")
         compute.locator("h2").click()
-        page.wait_for_timeout(500)  # the cost estimate refreshes after typing
+        page.wait_for_timeout(800)  # the cost estimate refreshes after typing
         if folder:
             compute.screenshot(path=str(folder / SCREENSHOTS["compute"]))
             shots.append(folder / SCREENSHOTS["compute"])
@@ -173,17 +209,21 @@ def create_in_browser(
         if errors:
             raise ConsoleFormError(errors)
         name = page.locator("#job").get_attribute("data-name") or ""
+        page.close()
     return ConsoleJob(name, "browser", shots)
 
 
 def screenshot_job(settings: Settings, name: str, path: str | Path) -> Path:
     """A full-page screenshot of a pipeline's page (the report's finished-job picture)."""
-    path = Path(path)
-    with browser.open_browser() as context:
-        page = context.new_page()
-        page.goto(page_url(settings, name))
-        page.screenshot(path=str(path), full_page=True)
-    return path
+
+    def take() -> Path:
+        with browser.open_browser() as context:
+            page = context.new_page()
+            page.goto(page_url(settings, name))
+            page.screenshot(path=str(path), full_page=True)
+        return Path(path)
+
+    return _off_the_event_loop(take)
 
 
 def create_console_job(
@@ -227,3 +267,72 @@ def wait_until_done(
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name} still {resource.get('state')} after {timeout:.0f} s")
         time.sleep(poll)
+
+
+# --------------------------------------------------------------------------- finding it again
+
+
+def find_pipeline(display_name: str) -> Any:
+    """The newest training pipeline called ``display_name``, found through the SDK as a
+    learner would (``CustomContainerTrainingJob.list``), in either mode; None if there is none.
+    Call `labkit.vertex.init_vertex` first."""
+    from google.cloud import aiplatform
+
+    found = aiplatform.CustomContainerTrainingJob.list(filter=f'display_name="{display_name}"')
+    return max(found, key=lambda job: job.create_time) if found else None
+
+
+def pipeline_model_dir(settings: Settings, pipeline: Any) -> str:
+    """Where the pipeline's chief saved the model: ``<model output directory>/model``; in
+    local mode the local folder standing for that ``gs://`` path."""
+    resource = pipeline if isinstance(pipeline, dict) else pipeline.to_dict()
+    if settings.mode == "local":
+        from labkit.vertex import job_output_dir
+
+        backing = (resource.get("trainingTaskMetadata") or {}).get("backingCustomJob")
+        if not backing:
+            raise ValueError(f"{resource.get('name')} has not started its custom job yet")
+        return str(job_output_dir(backing, settings=settings) / "model")
+    inputs = resource.get("trainingTaskInputs") or {}
+    base = (inputs.get("baseOutputDirectory") or inputs.get("base_output_directory") or {}).get(
+        "outputUriPrefix"
+    ) or (inputs.get("base_output_directory") or {}).get("output_uri_prefix")
+    if not base:
+        raise ValueError(
+            f"{resource.get('name')} has no model output directory: the model was lost with its "
+            "container. Create it again with the Model output directory filled in."
+        )
+    return f"{base.rstrip('/')}/model"
+
+
+def follow_console_job(
+    settings: Settings,
+    display_name: str,
+    *,
+    run_dir: str | Path | None = None,
+    timeout: float = 900,
+) -> dict[str, Any] | None:
+    """Find the console-made pipeline by its name (the SDK's list, as in the cloud), wait for
+    it locally, and take the finished job's screenshot when a browser runs here. A summary:
+    ``name``, ``state``, ``resource`` (its JSON), ``model_dir``, ``screenshot``; None when no
+    pipeline has that name yet (cloud: create it in the console first)."""
+    pipeline = find_pipeline(display_name)
+    if pipeline is None:
+        return None
+    name = pipeline.resource_name
+    if settings.mode == "local":
+        resource = wait_until_done(settings, name, timeout=timeout)
+    else:
+        resource = pipeline.to_dict()
+    state = str(resource.get("state", ""))
+    summary: dict[str, Any] = {"name": name, "state": state, "resource": resource}
+    try:
+        summary["model_dir"] = pipeline_model_dir(settings, resource)
+    except ValueError as err:
+        summary["model_dir"] = None
+        summary["problem"] = str(err)
+    summary["screenshot"] = None
+    if settings.mode == "local" and run_dir and browser.unavailable_reason() is None:
+        shot = screenshot_job(settings, name, Path(run_dir) / SCREENSHOTS["finished"])
+        summary["screenshot"] = str(shot)
+    return summary

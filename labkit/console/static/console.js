@@ -5,7 +5,7 @@
 
   function stepper(form) {
     var steps = Array.prototype.slice.call(form.querySelectorAll(".step"));
-    if (form.dataset.hasErrors === "true") return; // show every field with its message
+    if (form.getAttribute("data-has-errors") === "true") return; // show every field with its message
     form.classList.add("stepper");
     function open(i) {
       steps.forEach(function (s, j) { s.classList.toggle("open", j === i); });
@@ -20,7 +20,7 @@
   }
 
   function estimate(form) {
-    var url = form.dataset.estimate, timer = null;
+    var url = form.getAttribute("data-estimate"), timer = null;
     var out = document.getElementById("cost-estimate"), err = document.getElementById("cost-error");
     function refresh() {
       var body = new URLSearchParams(new FormData(form));
