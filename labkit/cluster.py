@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from labkit import supervisor, vertex_env
@@ -26,6 +27,23 @@ from labkit.paths import lab_home
 
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
+# What a run shows of the replicas' output (their log files keep everything):
+#   all      every line
+#   quiet    every line but TensorFlow's C++ logging (the CLI's default)
+#   trainer  the trainer's own `[trainer]` lines and Keras's per-epoch progress (notebooks)
+VIEWS = ("all", "quiet", "trainer")
+TRAINER_LINE = re.compile(r"^\[trainer\] |^\s*\d+/\d+ - ")
+
+
+def shows(view: str) -> Callable[[str], bool]:
+    """The line filter of a view (see `VIEWS`)."""
+    if view == "all":
+        return lambda line: True
+    if view == "quiet":
+        return lambda line: not supervisor.is_cpp_log_line(line)
+    if view == "trainer":
+        return lambda line: bool(TRAINER_LINE.match(line))
+    raise ValueError(f"view must be one of {', '.join(VIEWS)}, got {view!r}")
 
 
 @dataclasses.dataclass
@@ -40,9 +58,57 @@ class ClusterResult:
     logs: dict[str, Path]
     tf_configs: dict[str, str]
     wall_seconds: float
+    hidden_lines: int = 0  # lines the view left out (they are in the log files)
 
     def log_text(self, role: str) -> str:
         return self.logs[role].read_text(encoding="utf-8", errors="replace")
+
+    def account(self, next_step: str = "") -> str:
+        """What happened, in a few lines: each replica's exit, why, and where its log is.
+
+        For an expected failure (a simulated preemption) this replaces the tracebacks a
+        replica left in its log: the cause is the first failing replica's own last words.
+        """
+        lines = [f"outcome: {self.outcome} in {self.wall_seconds:.0f} s"]
+        for role, code in self.exit_codes.items():
+            if role == self.failed_role:
+                why = last_words(self.log_text(role))
+                lines.append(
+                    f"{role}: {supervisor.describe_exit(code)}, failed first"
+                    + (f": {why}" if why else "")
+                )
+            elif code is not None and code < 0 and not self.ok:
+                lines.append(
+                    f"{role}: {supervisor.describe_exit(code)}: stopped by the supervisor, "
+                    "since a multi-worker cluster cannot go on without every replica"
+                )
+            elif code and self.failed_role:
+                why = last_words(self.log_text(role))[:120]
+                lines.append(
+                    f"{role}: {supervisor.describe_exit(code)} after losing {self.failed_role}"
+                    + (f" ({why})" if why else "")
+                )
+            else:
+                lines.append(f"{role}: {supervisor.describe_exit(code)}")
+        if next_step:
+            lines.append(f"next: {next_step}")
+        folder = next(iter(self.logs.values())).parent if self.logs else None
+        names = ", ".join(path.name for path in self.logs.values())
+        lines.append(f"full logs ({self.hidden_lines} more lines): {folder}/ {names}")
+        return "\n".join(lines)
+
+
+def last_words(log: str) -> str:
+    """The line that says why a replica stopped: the trainer's FAULT or error line, else the
+    last exception line of a traceback (``SomeError: ...``), else ''."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "FAULT INJECTED" in line or line.startswith("[trainer] error:"):
+            return line.removeprefix("[trainer] ")
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*", line):
+            return line[:200]
+    return ""
 
 
 def default_logs_dir() -> Path:
@@ -61,18 +127,21 @@ def run_cluster(
     base_output_dir: str | None = None,
     sink: supervisor.Sink | None = None,
     grace_seconds: float = supervisor.DEFAULT_GRACE_SECONDS,
+    view: str = "quiet",
 ) -> ClusterResult:
     """Start ``workers`` replicas of ``command`` and wait for them (see the module doc).
 
     ``env`` is merged over this process's environment (minus any TF_CONFIG of its own).
     ``base_output_dir`` also sets AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR
-    as Vertex would for that base output directory. Logs: ``<logs_dir>/<role>.log``.
+    as Vertex would for that base output directory. Logs: ``<logs_dir>/<role>.log``, every
+    line; ``view`` (`VIEWS`) says which lines reach ``sink`` (stdout by default).
     """
     if not command:
         raise ValueError("no command given: put it after `--`, e.g. `-- python -m trainer.task`")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
     logs = Path(logs_dir) if logs_dir is not None else default_logs_dir()
+    shown = supervisor.FilteredSink(sink or supervisor.print_sink(), shows(view))
     counts = vertex_env.cluster_counts(workers, chief)
     layout = vertex_env.plan_cluster(counts)
     job = {"display_name": "labkit-cluster", "worker_pool_specs": _pool_summary(counts, command)}
@@ -97,7 +166,7 @@ def run_cluster(
         )
     result = supervisor.supervise(
         launches,
-        sink=sink,
+        sink=shown,
         timeout=timeout,
         grace_seconds=grace_seconds,
     )
@@ -110,6 +179,7 @@ def run_cluster(
         logs={launch.role: launch.log_path for launch in launches},
         tf_configs={launch.role: launch.env["TF_CONFIG"] for launch in launches},
         wall_seconds=result.wall_seconds,
+        hidden_lines=shown.hidden,
     )
 
 
@@ -137,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--logs", type=Path, help="folder for <role>.log (default: LAB_HOME/cluster/<time>)"
     )
     parser.add_argument("--timeout", type=float, help="stop every replica after S seconds")
+    parser.add_argument(
+        "--show",
+        choices=VIEWS,
+        default="quiet",
+        help="which output lines to print (log files keep all): all, quiet (no TensorFlow C++ "
+        "logging; the default) or trainer (the trainer's lines and Keras progress)",
+    )
     parser.add_argument(
         "--base-output-dir",
         help="set AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR under this folder",
@@ -171,6 +248,7 @@ def main(argv: list[str]) -> int:
             logs_dir=logs_dir,
             timeout=args.timeout,
             base_output_dir=args.base_output_dir,
+            view=args.show,
         )
     except KeyboardInterrupt:
         print(f"[cluster] interrupted: stopped every replica; logs in {logs_dir}", file=sys.stderr)

@@ -247,9 +247,107 @@ def run_lab(
         echo(f"[lab] {path.stem}: {run.status} in {run.wall_s:.1f} s {run.error}".rstrip())
         runs.append(run)
     result = LabRun(run_dir, runs)
+    write_report(result, wanted)
     if not result.ok:
         _stop_local_service()
     return result
+
+
+# --------------------------------------------------------------------------- report
+
+REPORT_FILE = "index.html"
+SCALARS = (str, int, float, bool, type(None))
+
+
+def _scalar_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """(name, value) for the scalar fields of a recorded result; long lists are counted."""
+    if isinstance(value, dict):
+        rows = []
+        for key, item in value.items():
+            rows += _scalar_rows(item, f"{prefix}{key}.")
+        return rows
+    name = prefix.rstrip(".")
+    if isinstance(value, list):
+        if len(value) <= 8 and all(isinstance(v, SCALARS) for v in value):
+            return [(name, ", ".join(map(_fmt, value)))]
+        return [(name, f"{len(value)} values")]
+    return [(name, _fmt(value))]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def report_html(run: LabRun, parameters: Mapping[str, Any]) -> str:
+    """The run's one-page summary: parameters, each notebook's status, time and links, what
+    the run established (`labkit.claims`) and every recorded number."""
+    import html
+
+    from labkit import claims
+
+    esc = html.escape
+    total = sum(nb.wall_s for nb in run.notebooks)
+    rows = []
+    for nb in run.notebooks:
+        links = " ".join(
+            f'<a href="{esc(path.name)}">{label}</a>'
+            for path, label in ((nb.html, "report"), (nb.executed, "notebook"))
+            if path is not None
+        )
+        wall = f"{nb.wall_s:.0f} s" if nb.status != "skipped" else "-"
+        rows.append(
+            f"<tr><td>{esc(nb.name)}</td><td>{esc(nb.status)}</td><td>{wall}</td>"
+            f"<td>{links}</td><td>{esc(nb.error)}</td></tr>"
+        )
+    params = "".join(
+        f"<tr><td>{esc(str(k))}</td><td>{esc(_fmt(v))}</td></tr>"
+        for k, v in sorted(parameters.items())
+    )
+    results = run.results
+    findings = []
+    if results.get("mwms"):
+        try:
+            classes = len(claims.read_metrics(results["mwms"]).get("class_names") or []) or 5
+            findings = claims.summary_lines(results, classes)
+        except (OSError, KeyError, ValueError) as err:
+            findings = [f"the multi-worker results could not be read: {err}"]
+    elif results.get("baseline"):
+        findings = [
+            claims.accuracy_vs_chance(results["baseline"].get("val_accuracy"), 5, "baseline")
+        ]
+    recorded = "".join(
+        f"<tr><td>{esc(name)}</td><td>{esc(value)}</td></tr>"
+        for key, value in results.items()
+        for name, value in _scalar_rows(value, f"{key}.")
+    )
+    found = "".join(f"<li>{esc(line)}</li>" for line in findings) or "<li>nothing recorded</li>"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Lab run {esc(run.run_dir.name)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #bbb;padding:.2em .5em;text-align:left}}</style>
+</head><body>
+<h1>Lab run {esc(run.run_dir.name)}: {"passed" if run.ok else "FAILED"}</h1>
+<p>{len(run.notebooks)} notebook(s), {total:.0f} s in all. Folder: {esc(str(run.run_dir))}</p>
+<h2>Notebooks</h2>
+<table><thead><tr><th>notebook</th><th>status</th><th>time</th><th>open</th><th>error</th></tr>
+</thead><tbody>{"".join(rows)}</tbody></table>
+<h2>What the run did</h2><ul>{found}</ul>
+<h2>Parameters</h2>
+<table><thead><tr><th>name</th><th>value</th></tr></thead><tbody>{params}</tbody></table>
+<h2>Recorded results</h2>
+<p>From <a href="{notebook.RESULTS_FILE}">{notebook.RESULTS_FILE}</a>.</p>
+<table><thead><tr><th>result</th><th>value</th></tr></thead><tbody>{recorded}</tbody></table>
+</body></html>
+"""
+
+
+def write_report(run: LabRun, parameters: Mapping[str, Any]) -> Path:
+    """``index.html`` in the run folder: the page to open first (see `report_html`)."""
+    path = run.run_dir / REPORT_FILE
+    path.write_text(report_html(run, parameters), encoding="utf-8")
+    return path
 
 
 def format_summary(run: LabRun) -> str:
@@ -263,6 +361,8 @@ def format_summary(run: LabRun) -> str:
     total = sum(nb.wall_s for nb in run.notebooks)
     lines.append(f"{'total':<26} {'ok' if run.ok else 'FAILED':<8} {total:.1f} s".rstrip())
     lines.append(f"run folder: {run.run_dir} (executed notebooks and their HTML)")
+    if (run.run_dir / REPORT_FILE).is_file():
+        lines.append(f"report: {run.run_dir / REPORT_FILE} (a one-page summary, links to each)")
     results = run.results
     for key, what in (("mwms", "2-worker run, notebook 03"), ("baseline", "notebook 02")):
         if key in results:

@@ -49,9 +49,13 @@ def quiet_logs() -> None:
     """Hide TensorFlow's C++ start-up chatter (CUDA probing, CPU flags) in cell outputs.
 
     Set before TensorFlow is imported; replicas and the local Vertex AI service started
-    from this kernel inherit it, so their logs show the trainer's own lines.
+    from this kernel inherit it, so their logs show the trainer's own lines. The lines no
+    level hides go to a log file while the kernel imports TensorFlow (`labkit.tflogs`).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from labkit.tflogs import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
 
 
 def run_folder(settings: Settings, run_dir: str | Path | None = None) -> Path:

@@ -22,7 +22,44 @@ fonts.register()
 def _done(fig: Figure) -> Figure:
     fig.tight_layout()
     plt.close(fig)
+    fig.alt_text = describe_figure(fig)  # type: ignore[attr-defined]
+    fig._repr_mimebundle_ = lambda include=None, exclude=None: _mimebundle(fig)  # type: ignore[attr-defined]
     return fig
+
+
+def describe_figure(fig: Figure) -> str:
+    """Alternative text for a chart, from what it draws: each panel's title, axes and series.
+
+    Screen readers and the executed-run report (nbconvert warns on an image without it) show
+    this instead of the picture; built from the figure, it follows its (localised) titles.
+    """
+    panels = []
+    for ax in fig.axes:
+        parts = [ax.get_title() or "untitled panel"]
+        xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
+        if xlabel or ylabel:
+            parts.append(f"x: {xlabel or '-'}, y: {ylabel or '-'}")
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        if ticks and len(ticks) <= 8:
+            parts.append("categories: " + ", ".join(ticks))
+        legend = ax.get_legend()
+        if legend is not None:
+            parts.append("series: " + ", ".join(t.get_text() for t in legend.get_texts()))
+        if ax.images and not (xlabel or ylabel):
+            parts.append("picture")
+        panels.append(" (".join([parts[0], "; ".join(parts[1:])]) + ")" if parts[1:] else parts[0])
+    shown = panels[:12]
+    more = f"; and {len(panels) - len(shown)} more panels" if len(panels) > len(shown) else ""
+    return f"Chart with {len(panels)} panel(s): " + "; ".join(shown) + more
+
+
+def _mimebundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The PNG Jupyter would show, with the alternative text in its metadata."""
+    from IPython.core.pylabtools import print_figure
+
+    png = print_figure(fig, "png", base64=True)
+    alt = getattr(fig, "alt_text", "") or describe_figure(fig)
+    return {"image/png": png, "text/plain": alt}, {"image/png": {"alt": alt}}
 
 
 def _check_same_length(**named: Sequence[Any]) -> None:

@@ -15,6 +15,7 @@ import collections
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,6 +31,48 @@ DEFAULT_GRACE_SECONDS = 5.0
 DEFAULT_TAIL_LINES = 20
 
 Sink = Callable[[str], None]
+
+# TensorFlow's C++ logging (absl format, and the older timestamped one), the absl pre-init
+# notice and the CPU-flags hint. TF_CPP_MIN_LOG_LEVEL does not silence the lines logged
+# before absl is initialised (cudart_stub, cuInit), so streams filter them here; the
+# replica's log file keeps every line.
+CPP_LOG_LINE = re.compile(
+    r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]"
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|To enable the following instructions: .*rebuild TensorFlow)"
+)
+TRACEBACK_LINE = re.compile(r"^Traceback \(most recent call last\):")
+
+
+def is_cpp_log_line(line: str) -> bool:
+    """Whether a line of a replica's output is TensorFlow C++ logging (see `CPP_LOG_LINE`)."""
+    return bool(CPP_LOG_LINE.match(line))
+
+
+class FilteredSink:
+    """A sink that passes on only the lines ``keep`` accepts and counts the others.
+
+    The notebooks show each replica's own lines this way while its log file keeps all.
+    """
+
+    def __init__(self, sink: Sink, keep: Callable[[str], bool]) -> None:
+        self.sink = sink
+        self.keep = keep
+        self.shown = 0
+        self.hidden = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        role, sep, text = line.partition("] ")
+        keep = self.keep(text if sep and role.startswith("[") else line)
+        with self._lock:
+            if keep:
+                self.shown += 1
+            else:
+                self.hidden += 1
+        if keep:
+            self.sink(line)
 
 
 THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")

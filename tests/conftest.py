@@ -55,6 +55,19 @@ def nbval_lab(tmp_path_factory, sample_for_jobs):
     )
 
 
+@pytest.fixture(scope="session")
+def other_lab(tmp_path_factory, sample_for_jobs):
+    """00, 02 and 03 run by `python -m labkit lab` with parameters no other test uses
+    (tests/lab_runs.py `OTHER_PARAMETERS`): the claims must hold there too."""
+    from lab_runs import run_lab_with_other_parameters
+
+    return run_lab_with_other_parameters(
+        tmp_path_factory.mktemp("other-home"),
+        tmp_path_factory.mktemp("other-run") / "run",
+        sample_for_jobs,
+    )
+
+
 # ---- the local Vertex AI service (tests/test_emulator*.py) ----
 
 DEMO_IMAGE_URI = "us-central1-docker.pkg.dev/local-project/demo/app:1"

@@ -305,3 +305,95 @@ def test_a_command_that_cannot_start_is_named(tmp_path):
         run_cluster(["/no/such/program"], workers=2, chief=True, logs_dir=tmp_path)
     cli = run_cli(["--workers", "1", "--logs", str(tmp_path), "--", "/no/such/program"])
     assert cli.returncode == 2 and "cannot start replica worker-0" in cli.stderr
+
+
+# --------------------------------------------------------------------------- what a run shows
+
+NOISY_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    tf = json.loads(os.environ["TF_CONFIG"])
+    role = f"{tf['task']['type']}:{tf['task']['index']}"
+    print("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR")
+    print("I0000 00:00:1796391415.818204    5291 cudart_stub.cc:31] Could not find cuda drivers")
+    print("2026-12-04 13:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on.")
+    print(f"[trainer] task={role} chief=False workers=2 replicas=2 strategy=X", flush=True)
+    print("Epoch 1/1")
+    print("4/4 - 3s - loss: 1.6 - accuracy: 0.2 - 750ms/step", flush=True)
+    if role == os.environ.get("FAIL_TASK"):
+        print(f"[trainer] task={role} FAULT INJECTED: exiting after step 2 (epoch 1, step 2) (simulated preemption)", flush=True)
+        sys.exit(3)
+    if os.environ.get("FAIL_TASK"):
+        import time
+        time.sleep(0.5)
+        print("Traceback (most recent call last):")
+        print('  File "x.py", line 1, in <module>')
+        print("tensorflow.python.framework.errors_impl.UnavailableError: peer lost", flush=True)
+        sys.exit(1)
+    """
+)
+
+
+def test_views_hide_cpp_logging_and_keep_it_in_the_logs(tmp_path):
+    script = tmp_path / "noisy.py"
+    script.write_text(NOISY_SCRIPT)
+    shown: dict[str, list[str]] = {}
+    for view in ("all", "quiet", "trainer"):
+        lines: list[str] = []
+        result = run_cluster(
+            [sys.executable, str(script)],
+            workers=2,
+            chief=True,
+            logs_dir=tmp_path / view,
+            sink=lines.append,
+            view=view,
+        )
+        assert result.ok, result.message
+        shown[view] = lines
+        for role in ("chief-0", "worker-0"):
+            assert "cudart_stub.cc" in result.log_text(role)  # the log file keeps everything
+    assert len(shown["all"]) == 2 * 6
+    assert not any(supervisor.is_cpp_log_line(line.split("] ", 1)[1]) for line in shown["quiet"])
+    assert len(shown["quiet"]) == 2 * 3
+    assert sorted(line.split("] ", 1)[1][:10] for line in shown["trainer"]) == sorted(
+        ["[trainer] ", "4/4 - 3s -"] * 2
+    )
+    with pytest.raises(ValueError, match="view must be one of"):
+        run_cluster([sys.executable, str(script)], workers=1, view="loud")
+
+
+def test_expected_failure_is_a_short_account_without_traceback(tmp_path):
+    script = tmp_path / "noisy.py"
+    script.write_text(NOISY_SCRIPT)
+    lines: list[str] = []
+    result = run_cluster(
+        [sys.executable, str(script)],
+        workers=3,
+        chief=True,
+        logs_dir=tmp_path / "logs",
+        sink=lines.append,
+        env={"FAIL_TASK": "worker:0"},
+        view="trainer",
+        grace_seconds=1,
+    )
+    assert result.outcome == "failed" and result.failed_role == "worker-0"
+    account = result.account(next_step="restart the job")
+    assert "worker-0: exited with status 3, failed first: task=worker:0 FAULT INJECTED" in account
+    assert "next: restart the job" in account
+    assert f"full logs ({result.hidden_lines} more lines): {tmp_path / 'logs'}/" in account
+    assert "Traceback" not in account and not any("Traceback" in line for line in lines)
+    assert len(account.splitlines()) <= 6
+
+
+def test_cpp_log_lines_are_recognised():
+    cpp = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "E0000 00:00:1796391421.203183    5291 cuda_platform.cc:52] failed call to cuInit: INTERNAL",
+        "I0000 00:00:1796391422.240151    5623 cpu_feature_guard.cc:227] This TensorFlow binary",
+        "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow "
+        "with the appropriate compiler flags.",
+        "2024-01-01 10:00:00.000001: W tensorflow/core/framework/local_rendezvous.cc:404] Local",
+    ]
+    mine = ["[trainer] task=chief:0 epoch 1/2 loss=1.0", "32/32 - 10s - loss: 1.2", "Epoch 1/2"]
+    assert all(supervisor.is_cpp_log_line(line) for line in cpp)
+    assert not any(supervisor.is_cpp_log_line(line) for line in mine)

@@ -14,7 +14,17 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from lab_runs import LAB_TIMEOUT_S, make_lab_home, service_running
+from lab_runs import (
+    LAB_TIMEOUT_S,
+    OTHER_NOTEBOOKS,
+    OTHER_PARAMETERS,
+    OTHER_TIMEOUT_S,
+    make_lab_home,
+    noise,
+    output_text,
+    service_running,
+    training_cells,
+)
 
 from labkit import lab, notebook, plots
 from labkit.settings import Settings
@@ -67,11 +77,8 @@ def test_recorded_results(nbval_lab):
     assert Path(mwms["model_dir"], "savedmodel", "saved_model.pb").is_file()
 
     preemption = results["preemption"]
-    assert preemption["first_attempt"] == "failed"
-    assert preemption["failed_replica"] == "worker-0"
-    assert preemption["second_attempt"] == "succeeded"
-    assert preemption["resumed_from_epoch"] == 1
-    assert preemption["epochs_run"][0] == 1  # epoch 1 (the first) was not repeated
+    assert_preempted_and_resumed(preemption, workers=2, steps_per_epoch=32, epochs=2)
+    assert preemption["fault_step"] == 16  # mid-way through epoch 1
 
     assert results["job"]["state"] == "JOB_STATE_SUCCEEDED"
     prediction = results["prediction"]
@@ -83,6 +90,20 @@ def test_recorded_results(nbval_lab):
     assert cleanup["errors"] == [] and cleanup["left"] == [] and cleanup["deleted"] > 0
 
 
+def assert_preempted_and_resumed(preemption, *, workers, steps_per_epoch, epochs):
+    """The demo happened as notebook 03 says: worker 0 exited (code 3) mid-training, the
+    restart resumed from the backup of that step and ran only the steps after it."""
+    assert preemption["workers"] == workers
+    assert preemption["first_attempt"] == "failed"
+    assert preemption["failed_replica"] == "worker-0" and preemption["failed_exit_code"] == 3
+    assert preemption["second_attempt"] == "succeeded"
+    total = steps_per_epoch * epochs
+    assert preemption["total_steps"] == total
+    assert 1 <= preemption["fault_step"] < total
+    assert preemption["resumed_from_step"] == preemption["fault_step"]
+    assert preemption["steps_run"] == total - preemption["fault_step"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(LAB_TIMEOUT_S + 120)
 def test_cleanup_left_nothing_on_disk(nbval_lab):
@@ -90,6 +111,77 @@ def test_cleanup_left_nothing_on_disk(nbval_lab):
     assert not service_running(home)
     for folder in ("sample", "gcs", "vertex"):
         assert not (home / folder).exists(), f"{folder} is still in LAB_HOME"
+
+
+# --------------------------------------------------------------------------- other parameters
+# (`other_lab` in conftest.py: 00, 02, 03 with tests/lab_runs.py OTHER_PARAMETERS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(OTHER_TIMEOUT_S + 120)
+def test_other_parameters_run_and_their_claims_hold(other_lab):
+    result, run_dir = other_lab["result"], other_lab["run_dir"]
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+    workers, epochs = OTHER_PARAMETERS["WORKERS"], OTHER_PARAMETERS["EPOCHS"]
+    steps = OTHER_PARAMETERS["STEPS_PER_EPOCH"]
+    results = notebook.load_results(run_dir)
+    baseline, mwms = results["baseline"], results["mwms"]
+    assert baseline["replicas"] == 1 and baseline["epochs_run"] == list(range(epochs))
+    assert mwms["replicas"] == mwms["workers"] == workers
+    assert mwms["epochs_run"] == list(range(epochs))
+    assert Path(mwms["model_dir"], "savedmodel", "saved_model.pb").is_file()
+    assert_preempted_and_resumed(
+        results["preemption"], workers=workers, steps_per_epoch=steps, epochs=epochs
+    )
+
+    # What 02 and 03 print is what was recorded.
+    shown = {
+        name: "\n".join(
+            output_text(c)
+            for c in nbformat.read(str(run_dir / f"{name}.ipynb"), 4).cells
+            if c.cell_type == "code"
+        )
+        for name in ("02_single_gpu_baseline", "03_mwms_trainer")
+    }
+    assert f"validation accuracy {baseline['val_accuracy']:.3f}" in shown["02_single_gpu_baseline"]
+    summary = shown["03_mwms_trainer"]
+    preemption = results["preemption"]
+    assert f"- trained on {workers} workers ({workers} replicas in sync)" in summary
+    assert (
+        f"resumed from the backup at epoch {preemption['resumed_epoch']}, step "
+        f"{preemption['resumed_step_in_epoch']} and ran the other {preemption['steps_run']} steps"
+    ) in summary
+    assert f"- model: {mwms['model_dir']}/savedmodel" in summary
+    assert f"validation accuracy {mwms['val_accuracy']:.3f}" in summary
+    assert f"all {workers} replicas trained in sync" in summary
+    assert "two workers" not in summary.lower()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(OTHER_TIMEOUT_S + 120)
+def test_executed_outputs_hold_no_cpp_logging_or_traceback(other_lab):
+    """Aim of issue 22: the learner sees the trainer's lines, not TensorFlow's C++ logging
+    or the tracebacks of an expected failure; a training cell stays under 40 lines."""
+    run_dir = other_lab["run_dir"]
+    executed = [run_dir / f"{path.stem}.ipynb" for path in lab.resolve_notebooks(OTHER_NOTEBOOKS)]
+    assert all(path.is_file() for path in executed), other_lab["result"].stdout[-3000:]
+    found = [line for path in executed for line in noise(path)]
+    assert not found, "\n".join(found[:20])
+    long = {
+        f"{path.name} cell {index}": lines
+        for path in executed
+        for index, lines in training_cells(path).items()
+        if lines >= 40
+    }
+    assert not long, f"training cells of 40 lines or more: {long}"
+    # The run's report: every chart with alternative text, and the one-page summary first.
+    for path in executed:
+        page = path.with_suffix(".html").read_text()
+        assert "No description has been provided for this image" not in page, path.name
+    index = (run_dir / lab.REPORT_FILE).read_text()
+    for path in executed:
+        assert f'href="{path.stem}.html"' in index and f'href="{path.name}"' in index
+    assert "resumed from the backup" in index and "<td>WORKERS</td><td>3</td>" in index
 
 
 # --------------------------------------------------------------------------- python -m labkit lab

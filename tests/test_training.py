@@ -128,7 +128,7 @@ def test_a_run_interrupted_after_epoch_1_resumes_at_epoch_2(sample_for_jobs, tmp
 
     second = run_trainer(args, env=fault)  # same job restarted: the fault fires only once
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
-    assert "resumed from backup at epoch 1" in second.stdout
+    assert "resumed from backup at epoch 2, step 1/2" in second.stdout
     metrics = read_metrics(tmp_path / "model")
     assert metrics["epochs_run"] == [1] and metrics["resumed_from_epoch"] == 1
     import tensorflow as tf

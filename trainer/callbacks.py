@@ -1,9 +1,11 @@
 """Callbacks the job adds to `fit`: throughput, readable progress lines, and a fault hook.
 
-The fault hook stands for a preempted VM in demos and tests: with `LAB_FAIL_AFTER_EPOCH=K`
-the chosen replica (`LAB_FAIL_TASK`, default worker:0, or `local` without a cluster) exits
-with code 3 after epoch K, once per checkpoint dir, so the restarted job resumes from the
-backup instead of failing again.
+The fault hook stands for a preempted VM in demos and tests: with `LAB_FAIL_AT_STEP=N` the
+chosen replica (`LAB_FAIL_TASK`, default worker:0, or `local` without a cluster) exits with
+code 3 right after training step N (counted over all epochs), or with `LAB_FAIL_AFTER_EPOCH=K`
+after epoch K; once per checkpoint dir, so the restarted job resumes from the backup instead
+of failing again. By step, the fault lands mid-training whatever the epochs and steps are;
+with `--backup-every-steps N` the backup of step N is there to resume from.
 """
 
 from __future__ import annotations
@@ -28,17 +30,27 @@ def log(message: str) -> None:
 
 
 class Throughput(keras.callbacks.Callback):
-    """Training images/s per epoch (validation excluded), from wall time around the train steps."""
+    """Training images/s per epoch (validation excluded), from wall time around the train steps.
 
-    def __init__(self, images_per_epoch: int) -> None:
+    Images are counted from the steps actually run, so an epoch resumed mid-way from a
+    backup is measured on its own steps, not on a whole epoch's.
+    """
+
+    def __init__(self, global_batch: int) -> None:
         super().__init__()
-        self.images_per_epoch = images_per_epoch
+        self.global_batch = global_batch
         self.epoch_rates: list[float] = []
+        self.steps_run = 0
+        self._epoch_steps = 0
         self._start = 0.0
         self._stopped: float | None = None
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
-        self._start, self._stopped = time.perf_counter(), None
+        self._start, self._stopped, self._epoch_steps = time.perf_counter(), None, 0
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._epoch_steps += 1
+        self.steps_run += 1
 
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         if self._stopped is None:
@@ -46,7 +58,8 @@ class Throughput(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         end = self._stopped if self._stopped is not None else time.perf_counter()
-        self.epoch_rates.append(self.images_per_epoch / max(end - self._start, 1e-9))
+        images = self._epoch_steps * self.global_batch
+        self.epoch_rates.append(images / max(end - self._start, 1e-9))
 
     @property
     def images_per_sec(self) -> float | None:
@@ -56,19 +69,41 @@ class Throughput(keras.callbacks.Callback):
 
 
 class Progress(keras.callbacks.Callback):
-    """`[trainer] epoch 2/3 loss=... accuracy=...` lines, and a note when resuming from a backup."""
+    """`[trainer] epoch 2/3 loss=... accuracy=...` lines, and a note when resuming from a backup.
 
-    def __init__(self, total_epochs: int, task: str) -> None:
+    A resume shows in the first step `fit` runs: Keras starts at the epoch and step after the
+    backup's, so a first step other than epoch 1, step 1 means the state came from a backup.
+    """
+
+    def __init__(self, total_epochs: int, task: str, steps_per_epoch: int) -> None:
         super().__init__()
         self.total_epochs = total_epochs
         self.task = task
+        self.steps_per_epoch = steps_per_epoch
         self.first_epoch: int | None = None
+        self.first_step: int | None = None  # steps done before this run (over all epochs)
+        self._epoch = 0
+
+    @property
+    def resumed_from_step(self) -> int | None:
+        """Training steps restored from the backup (None when training started afresh)."""
+        return self.first_step or None
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._epoch = int(epoch)
         if self.first_epoch is None:
             self.first_epoch = epoch
-            if epoch > 0:
-                log(f"task={self.task} resumed from backup at epoch {epoch}")
+
+    def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self.first_step is not None:
+            return
+        batch = int(batch)  # Keras passes the resumed step as a NumPy integer
+        self.first_step = self._epoch * self.steps_per_epoch + batch
+        if self.first_step:
+            log(
+                f"task={self.task} resumed from backup at epoch {self._epoch + 1}, step "
+                f"{batch + 1}/{self.steps_per_epoch} ({self.first_step} steps done before)"
+            )
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         shown = " ".join(f"{k}={v:.4f}" for k, v in sorted((logs or {}).items()))
@@ -76,35 +111,109 @@ class Progress(keras.callbacks.Callback):
 
 
 class FaultInjection(keras.callbacks.Callback):
-    """Exit this replica after epoch K once (see module docstring)."""
+    """Exit this replica once, after epoch K or after training step N (see module docstring).
 
-    def __init__(self, fail_after_epoch: int, task: str, marker_dir: str) -> None:
+    Steps count from the start of training, over epochs (epoch 2, step 3 of 10 is step 13),
+    so a restarted job that resumes from step N's backup does not fail again either way.
+    ``backup_dir``: where the chief writes its backups; before exiting, the hook waits
+    (bounded) until the chief's backup of this step is there, as a preempted VM's cluster
+    would have it only when the backup finished first.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        marker_dir: str,
+        *,
+        after_epoch: int | None = None,
+        at_step: int | None = None,
+        steps_per_epoch: int = 1,
+        backup_dir: str | None = None,
+        wait_seconds: float = 120.0,
+    ) -> None:
         super().__init__()
-        self.fail_after_epoch = fail_after_epoch
+        if (after_epoch is None) == (at_step is None):
+            raise ValueError("give the fault exactly one of after_epoch or at_step")
+        self.after_epoch = after_epoch
+        self.at_step = at_step
+        self.steps_per_epoch = steps_per_epoch
         self.task = task
+        self.backup_dir = backup_dir
+        self.wait_seconds = wait_seconds
         self.marker = posixpath.join(marker_dir, f"fault-injected-{self.task.replace(':', '-')}")
+        self._epoch = 0
+        self._step_started = 0.0
+
+    def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._epoch = int(epoch)
+
+    def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._step_started = time.time()
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        step = self._epoch * self.steps_per_epoch + int(batch) + 1
+        if self.at_step is not None and step == self.at_step:
+            self._fail(f"after step {step} (epoch {self._epoch + 1}, step {batch + 1})")
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
-        if epoch + 1 != self.fail_after_epoch or tf.io.gfile.exists(self.marker):
-            return
+        if self.after_epoch is not None and epoch + 1 == self.after_epoch:
+            self._fail(f"after epoch {epoch + 1}")
+
+    def _fail(self, where: str) -> None:
+        if tf.io.gfile.exists(self.marker):
+            return  # failed once already: this is the restarted job
         tf.io.gfile.makedirs(posixpath.dirname(self.marker))
         with tf.io.gfile.GFile(self.marker, "w") as f:
             f.write(f"{time.time()}\n")
-        log(
-            f"task={self.task} FAULT INJECTED: exiting after epoch {epoch + 1} (simulated preemption)"
-        )
-        time.sleep(2)  # let the other replicas finish writing this epoch's backup
+        self._wait_for_backup()
+        log(f"task={self.task} FAULT INJECTED: exiting {where} (simulated preemption)")
         sys.stdout.flush()
         os._exit(FAULT_EXIT_CODE)
 
+    def _wait_for_backup(self) -> None:
+        """Until the chief's backup state file is newer than this step's start, or a while."""
+        if self.backup_dir is None:
+            time.sleep(2)  # let the other replicas finish writing this epoch's backup
+            return
+        # tf_keras's BackupAndRestore keeps the chief's checkpoints in <backup_dir>/chief/.
+        state = posixpath.join(self.backup_dir, "chief", "checkpoint")
+        deadline = time.monotonic() + self.wait_seconds
+        while time.monotonic() < deadline:
+            if tf.io.gfile.exists(state) and _mtime(state) >= self._step_started:
+                return
+            time.sleep(0.5)
+        log(
+            f"task={self.task} no backup appeared in {self.backup_dir} within {self.wait_seconds:g} s"
+        )
+
+
+def _mtime(path: str) -> float:
+    return tf.io.gfile.stat(path).mtime_nsec / 1e9
+
 
 def fault_injection_from_env(
-    task: str, default_task: str, marker_dir: str, env: Mapping[str, str] | None = None
+    task: str,
+    default_task: str,
+    marker_dir: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    steps_per_epoch: int = 1,
+    backup_dir: str | None = None,
 ) -> FaultInjection | None:
-    """The fault hook when `LAB_FAIL_AFTER_EPOCH` is set and names this replica, else None."""
+    """The fault hook when `LAB_FAIL_AT_STEP` or `LAB_FAIL_AFTER_EPOCH` is set and
+    `LAB_FAIL_TASK` names this replica, else None."""
     env = os.environ if env is None else env
-    after = env.get("LAB_FAIL_AFTER_EPOCH")
-    if not after:
+    at_step, after = env.get("LAB_FAIL_AT_STEP"), env.get("LAB_FAIL_AFTER_EPOCH")
+    if not at_step and not after:
         return None
     target = env.get("LAB_FAIL_TASK") or default_task
-    return FaultInjection(int(after), task, marker_dir) if target == task else None
+    if target != task:
+        return None
+    return FaultInjection(
+        task,
+        marker_dir,
+        at_step=int(at_step) if at_step else None,
+        after_epoch=None if at_step else int(after or 0),
+        steps_per_epoch=steps_per_epoch,
+        backup_dir=backup_dir,
+    )

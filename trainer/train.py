@@ -43,6 +43,10 @@ class RunResult:
     resumed_from_epoch: int | None
     class_names: list[str]
     config: dict[str, Any]
+    # Steps restored from a backup (None: started afresh), steps this process ran, per epoch.
+    resumed_from_step: int | None = None
+    steps_run: int = 0
+    steps_per_epoch: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -158,14 +162,21 @@ def run(config: TrainConfig) -> RunResult:
         model_lib.compile_model(model, config.learning_rate, jit_compile=jit)
 
     total_epochs = config.epochs + config.fine_tune_epochs
-    throughput = cb.Throughput(steps * global_batch)
-    progress = cb.Progress(total_epochs, info.name)
+    throughput = cb.Throughput(global_batch)
+    progress = cb.Progress(total_epochs, info.name, steps)
     default_fault_task = (
         "local"
         if not info.is_multi_worker
         else ("worker:0" if info.cluster.get("worker") else "chief:0")
     )
-    fault = cb.fault_injection_from_env(info.name, default_fault_task, config.checkpoint_dir)
+    first_phase = _phases(config)[0][0]
+    fault = cb.fault_injection_from_env(
+        info.name,
+        default_fault_task,
+        config.checkpoint_dir,
+        steps_per_epoch=steps,
+        backup_dir=posixpath.join(config.checkpoint_dir, f"backup-{first_phase}"),
+    )
 
     def fit_callbacks(phase: str, delete_backup: bool) -> list[Any]:
         backup = keras.callbacks.BackupAndRestore(
@@ -236,6 +247,9 @@ def run(config: TrainConfig) -> RunResult:
         resumed_from_epoch=progress.first_epoch if progress.first_epoch else None,
         class_names=class_names,
         config=config.to_dict(),
+        resumed_from_step=progress.resumed_from_step,
+        steps_run=throughput.steps_run,
+        steps_per_epoch=steps,
     )
     if info.is_chief:
         export.write_json(
