@@ -323,6 +323,15 @@ def report_html(run: LabRun, parameters: Mapping[str, Any]) -> str:
         for name, value in _scalar_rows(value, f"{key}.")
     )
     found = "".join(f"<li>{esc(line)}</li>" for line in findings) or "<li>nothing recorded</li>"
+    from labkit.console.client import SCREENSHOTS  # notebook 04's console route, in Chromium
+
+    shots = "".join(
+        f'<figure><img src="{esc(name)}" alt="{esc(what)}" style="max-width:100%;'
+        f'border:1px solid #bbb"><figcaption>{esc(name)}</figcaption></figure>'
+        for what, name in SCREENSHOTS.items()
+        if (run.run_dir / name).is_file()
+    )
+    shots = f"<h2>The console route</h2>{shots}" if shots else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Lab run {esc(run.run_dir.name)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
@@ -334,6 +343,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #bbb;padding:.2em .5em;
 <table><thead><tr><th>notebook</th><th>status</th><th>time</th><th>open</th><th>error</th></tr>
 </thead><tbody>{"".join(rows)}</tbody></table>
 <h2>What the run did</h2><ul>{found}</ul>
+{shots}
 <h2>Parameters</h2>
 <table><thead><tr><th>name</th><th>value</th></tr></thead><tbody>{params}</tbody></table>
 <h2>Recorded results</h2>
