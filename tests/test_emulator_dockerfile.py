@@ -1,4 +1,5 @@
-"""Image resolution without Docker, list filters and job validation: fast unit tests."""
+"""Image resolution without Docker, list filters and the service's request validation (the
+job-spec core, `labkit.specs`, turned into Vertex's error JSON): fast unit tests."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.emulator import dockerfile, filters, validation
+from labkit import specs
+from labkit.emulator import dockerfile, filters
 from labkit.emulator.errors import ApiError
 from labkit.paths import REPO_ROOT
 
@@ -179,29 +181,37 @@ def valid_job(**spec_changes):
 
 
 def test_validation_collects_every_problem():
-    validation.validate_custom_job(valid_job())
+    from labkit.emulator.server import spec_error_to_api
+
+    assert specs.validate_custom_job(valid_job()) == []
     bad = valid_job(scheduling={"timeout": "soon"})
     bad["labels"] = {"Lab": "Cassava"}
     bad["jobSpec"]["workerPoolSpecs"].append({"replicaCount": 0, "machineSpec": {}})
-    with pytest.raises(ApiError) as err:
-        validation.validate_custom_job(bad)
-    fields = [v.field for v in err.value.violations]
+    with pytest.raises(specs.SpecError) as err:
+        specs.raise_for_problems(specs.validate_custom_job(bad), vertex_only=True)
+    api = spec_error_to_api(err.value)
+    assert (api.http_status, api.status) == (400, "INVALID_ARGUMENT")
+    fields = [v.field for v in api.violations]
     assert fields == [
-        "labels['Lab']",
-        "labels['Lab']",
+        "labels.Lab",
         "job_spec.worker_pool_specs[2].replica_count",
         "job_spec.worker_pool_specs[2].machine_spec.machine_type",
-        "job_spec.worker_pool_specs[2]",
+        "job_spec.worker_pool_specs[2].container_spec",
         "job_spec.scheduling.timeout",
     ]
-    assert err.value.message.startswith("List of found errors:\t1.Field: labels['Lab']")
+    assert api.message.startswith("List of found errors:\t1.Field: labels.Lab")
+    assert all("Fix: " in v.description for v in api.violations)
+    paths = [p.path for p in err.value.problems]
+    assert paths[2] == "jobSpec.workerPoolSpecs[2].machineSpec.machineType"
 
 
 def test_snake_case_bodies_are_accepted_and_job_field_is_snake_case():
     body = {"display_name": "x", "job_spec": {"worker_pool_specs": [{"replica_count": 1}]},
             "labels": {"lab_run": "r"}}  # fmt: skip
-    camel = validation.normalize_keys(body)
+    camel = specs.camel_keys(body)
     assert camel == {"displayName": "x", "jobSpec": {"workerPoolSpecs": [{"replicaCount": 1}]},
                      "labels": {"lab_run": "r"}}  # fmt: skip
-    assert validation.snake_keys(camel) == body
-    assert validation.parse_duration("1.5s") == 1.5
+    assert specs.snake_keys({k: v for k, v in camel.items() if k != "labels"}) == {
+        k: v for k, v in body.items() if k != "labels"
+    }
+    assert specs.parse_duration("1.5s") == 1.5
