@@ -321,35 +321,90 @@ def _placeholder_problem(field: str, value: str, what: str) -> Problem | None:
     return Problem(field, f"contains the placeholder {ph!r} instead of a real {what}.", fix, False)
 
 
-def _check_image_uri(field: str, uri: str) -> list[Problem]:
-    problems: list[Problem] = []
+# gcr.io hosts live on as Artifact Registry "gcr.io repositories" (GA), one per host, named
+# after it, in the multi-region of the old Container Registry host. Source: Artifact Registry
+# documentation, "gcr.io repositories" (transition/gcr-repositories): Container Registry shut
+# down on 2025-03-18 and takes no writes; gcr.io URLs hosted on Artifact Registry are not
+# affected; projects that had not used Container Registry before 2024-05-15 get gcr.io
+# repositories in Artifact Registry by default.
+GCR_REPOSITORY_LOCATIONS = {
+    "gcr.io": "us",
+    "us.gcr.io": "us",
+    "eu.gcr.io": "europe",
+    "asia.gcr.io": "asia",
+}
+_SHELL_VARIABLE = re.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$")
+
+
+def _image_project(uri: str) -> tuple[str, str]:
+    """``(host, project)`` of an image URI (the project is the first path segment)."""
     host, _, path = uri.partition("/")
-    project = path.split("/", 1)[0]
-    ph = _placeholder_problem(field, uri, "project id")
+    return host, path.split("/", 1)[0]
+
+
+def gcr_note(uri: str) -> str | None:
+    """The note for a ``gcr.io/PROJECT/...`` image the learner pushes (None for other URIs and
+    Google's own public gcr.io images, which are pulls)."""
+    host, project = _image_project(uri)
+    if not _GCR_HOST.match(host) or project in GOOGLE_PUBLIC_GCR_PROJECTS:
+        return None
+    location = GCR_REPOSITORY_LOCATIONS.get(host, "the host's multi-region")
+    return (
+        f"{host}/{project}/... works only as an Artifact Registry gcr.io repository (repository "
+        f"'{host}' in location '{location}'): Container Registry itself takes no pushes since "
+        "2025-03-18. New projects have one by default; otherwise create it, or use "
+        "REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG (settings.image_uri). Source: "
+        "Artifact Registry documentation, 'gcr.io repositories'."
+    )
+
+
+def image_notes(doc: Any) -> list[str]:
+    """Notes on the document's image URIs, each once (today: the gcr.io repository note)."""
+    notes: list[str] = []
+    try:
+        pools = pools_of(doc)
+    except SpecFileError:
+        return notes
+    for pool in pools:
+        uri = (snake_keys(pool).get("container_spec") or {}).get("image_uri") if pool else None
+        note = gcr_note(str(uri)) if uri else None
+        if note and note not in notes:
+            notes.append(note)
+    return notes
+
+
+def _check_image_uri(field: str, uri: str) -> list[Problem]:
+    """Placeholders and malformed registry paths; gcr.io is accepted (see `gcr_note`)."""
+    host, project = _image_project(uri)
+    fix = (
+        "put your real project id in (see `gcloud config list --format "
+        "'value(core.project)'`), or build the spec from the kit's settings (settings.image_uri)."
+    )
+    ph = find_placeholder(uri) or find_placeholder(project)
+    if not ph and _SHELL_VARIABLE.match(project):
+        ph = project  # the codelab's gcr.io/$PROJECT_ID/...: a shell variable never expanded
     if ph:
-        problems.append(ph)
-    if _GCR_HOST.match(host) and project not in GOOGLE_PUBLIC_GCR_PROJECTS:
-        problems.append(
+        return [
             Problem(
                 field,
-                f"{uri!r} is on Container Registry ({host}), which takes no pushes since "
-                "2025-03-18.",
-                "push the image to Artifact Registry and use "
-                "REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG (settings.image_uri; "
-                "`labkit.images` prints the build and push commands).",
+                f"contains the placeholder {ph!r} instead of a real project id.",
+                fix,
                 False,
             )
-        )
-    elif host.endswith("-docker.pkg.dev") and len(path.split("/")) < 3:
-        problems.append(
+        ]
+    is_registry = _GCR_HOST.match(host) or host.endswith("-docker.pkg.dev")
+    if is_registry and not project:
+        return [Problem(field, f"{uri!r} has an empty project.", fix, False)]
+    if host.endswith("-docker.pkg.dev") and len(uri.split("/")) < 4:
+        return [
             Problem(
                 field,
                 f"{uri!r} is not an Artifact Registry image path.",
                 "use REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG.",
                 False,
             )
-        )
-    return problems
+        ]
+    return []
 
 
 def _check_machine(at: str, machine_spec: Any) -> tuple[list[Problem], int]:
@@ -973,11 +1028,11 @@ def pools_of(doc: Any) -> list[Any]:
     raise SpecFileError('expected a list of pools or {"worker_pool_specs": [...]}.')
 
 
-def format_problems(problems: Sequence[Problem]) -> str:
-    if not problems:
-        return "ok"
-    lines = [f"{len(problems)} problem(s):"]
+def format_problems(problems: Sequence[Problem], notes: Sequence[str] = ()) -> str:
+    """``ok`` or every problem, one a line; then each note (e.g. `image_notes`) once."""
+    lines = [f"{len(problems)} problem(s):"] if problems else ["ok"]
     lines += [f"  {p}" for p in problems]
+    lines += [f"note: {note}" for note in notes]
     return "\n".join(lines)
 
 
@@ -1014,7 +1069,7 @@ def main(argv: list[str]) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         problems = validate_document(doc, require_kit_labels=ns.require_labels)
-        print(format_problems(problems))
+        print(format_problems(problems, image_notes(doc)))
         return 2 if problems else 0
 
     try:

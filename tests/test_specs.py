@@ -72,18 +72,15 @@ def fields(problems: list[Problem]) -> list[str]:
 # --------------------------------------------------------------------------- the codelab
 
 
-def test_codelab_sdk_spec_is_rejected_for_exactly_its_placeholder_project_and_gcr_image():
+def test_codelab_sdk_spec_is_rejected_for_exactly_its_placeholder_project():
+    """Issue 19: the placeholder is refused by name; gcr.io itself gets one note, not a refusal."""
     problems = validate_worker_pool_specs(copy.deepcopy(CODELAB_SDK_SPEC))
-    assert len(problems) == 4
-    for i in (0, 1):
-        mine = [
-            p for p in problems if p.field == f"worker_pool_specs[{i}].container_spec.image_uri"
-        ]
-        assert len(mine) == 2
-        placeholder, registry = mine
+    assert fields(problems) == [f"worker_pool_specs[{i}].container_spec.image_uri" for i in (0, 1)]
+    for placeholder in problems:
         assert "{YOUR-PROJECT-ID}" in placeholder.message and "project id" in placeholder.message
-        assert "Container Registry" in registry.message and "2025-03-18" in registry.message
-        assert "Artifact Registry" in registry.fix and "docker.pkg.dev" in registry.fix
+        assert "gcloud config list" in placeholder.fix
+    (note,) = specs.image_notes(CODELAB_SDK_SPEC)  # one note for both pools
+    assert "Artifact Registry gcr.io repository" in note and "2025-03-18" in note
 
 
 def test_codelab_configurations_pass_once_project_and_artifact_registry_image_are_filled_in():
@@ -337,14 +334,46 @@ def test_placeholder_project_and_bucket_everywhere_they_hide():
     assert "project id" in got["project"].message
 
 
-def test_gcr_is_rejected_in_every_spelling_but_google_public_images_are_pulls():
-    for host in ("gcr.io", "us.gcr.io", "eu.gcr.io", "asia.gcr.io"):
+def test_gcr_artifact_registry_uris_are_accepted_with_a_note_in_every_spelling():
+    locations = {"gcr.io": "us", "us.gcr.io": "us", "eu.gcr.io": "europe", "asia.gcr.io": "asia"}
+    for host, location in locations.items():
         pool = cpu_pool()
         pool["container_spec"]["image_uri"] = f"{host}/cassava-lab-4711/multiworker:cassava"
-        (problem,) = validate_worker_pool_specs([pool])
-        assert "Container Registry" in problem.message
+        assert validate_worker_pool_specs([pool]) == []
+        (note,) = specs.image_notes([pool, pool])
+        assert f"repository '{host}' in location '{location}'" in note
     pool["container_spec"]["image_uri"] = "gcr.io/deeplearning-platform-release/tf2-gpu.2-17"
-    assert validate_worker_pool_specs([pool]) == []
+    assert validate_worker_pool_specs([pool]) == [] and specs.image_notes([pool]) == []
+    pool["container_spec"]["image_uri"] = AR_IMAGE
+    assert specs.image_notes([pool]) == []
+
+
+@pytest.mark.parametrize(
+    "uri, named",
+    [
+        ("gcr.io/{YOUR-PROJECT-ID}/multiworker:cassava", "'{YOUR-PROJECT-ID}'"),
+        ("gcr.io/PROJECT_ID/multiworker:cassava", "'PROJECT_ID'"),
+        ("gcr.io/$PROJECT_ID/multiworker:cassava", "'$PROJECT_ID'"),
+        ("us-central1-docker.pkg.dev/PROJECT_ID/repo/img:1", "'PROJECT_ID'"),
+        ("gcr.io//multiworker:cassava", "empty project"),
+        ("us-central1-docker.pkg.dev//repo/img:1", "empty project"),
+    ],
+)
+def test_image_placeholders_and_empty_projects_are_refused_by_name(uri, named):
+    pool = cpu_pool()
+    pool["container_spec"]["image_uri"] = uri
+    (problem,) = validate_worker_pool_specs([pool])
+    assert named in problem.message and "project id" in problem.fix
+
+
+def test_cli_validate_prints_the_gcr_note_once(tmp_path, capsys):
+    pool = cpu_pool()
+    pool["container_spec"]["image_uri"] = "gcr.io/cassava-lab-4711/multiworker:cassava"
+    path = tmp_path / "gcr.json"
+    path.write_text(json.dumps([pool, pool]))
+    assert specs.main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ok\n") and out.count("note: ") == 1
 
 
 def test_rest_camel_case_json_is_read_too():
@@ -493,8 +522,9 @@ def test_cli_validate_prints_every_problem_and_exits_2(tmp_path, capsys):
     path.write_text(json.dumps(CODELAB_SDK_SPEC))
     assert specs.main(["validate", str(path)]) == 2
     out = capsys.readouterr().out
-    assert out.count("worker_pool_specs[0].container_spec.image_uri:") == 2
-    assert out.count("worker_pool_specs[1].container_spec.image_uri:") == 2
+    assert out.count("worker_pool_specs[0].container_spec.image_uri:") == 1
+    assert out.count("worker_pool_specs[1].container_spec.image_uri:") == 1
+    assert out.count("note: gcr.io/") == 1
 
 
 def test_cli_validate_ok_and_bad_files(tmp_path, capsys):
@@ -520,4 +550,4 @@ def test_python_dash_m_labkit_spec_validate(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2
-    assert "4 problem(s)" in done.stdout
+    assert "2 problem(s)" in done.stdout
