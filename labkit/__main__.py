@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "labkit.emulator",
         "the local Vertex AI training service (serve/start/stop/status)",
     ),
+    "console": ("labkit.console", "the local console page: Training, Create, job pages (opens it)"),
     "spec": ("labkit.specs", "build or validate worker pool specs (spec validate FILE.json)"),
     "cost": ("labkit.cost", "estimate what a worker pool spec costs"),
     "cleanup": ("labkit.cleanup", "list, then delete, only what the kit created"),

@@ -267,3 +267,39 @@ def test_console_jobs_are_found_by_name_and_unlabelled_ones_cleaned_up(local_ver
     assert walkthrough.delete_pipelines(found) == [second]
     assert walkthrough.unlabelled_console_pipelines(settings) == []
     assert client.find_pipeline(walkthrough.MODEL_NAME).resource_name == first
+
+
+def test_labkit_console_starts_the_service_and_prints_the_page(tmp_path, assert_gone):
+    import os
+    import subprocess
+    import sys
+
+    from labkit import vertex_env
+    from labkit.emulator import control
+    from labkit.settings import load_settings
+
+    load_settings(
+        "local",
+        path=tmp_path / "settings.json",
+        save=True,
+        emulator_port=vertex_env.free_ports(1)[0],
+    )
+    env = {**os.environ, "CASSAVA_LAB_HOME": str(tmp_path)}
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-m", "labkit", "console", "--no-open", "--hl", "zh-CN"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, ran.stderr
+        url = next(w for w in ran.stdout.split() if w.startswith("http://127.0.0.1:"))
+        assert url.endswith("/console/training?hl=zh-CN")
+        page = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert "训练流水线" in page and "自定义作业" in page
+    finally:
+        pid = control.status(tmp_path / "vertex").pid
+        control.stop(tmp_path / "vertex")
+    if pid:
+        assert_gone([pid])
