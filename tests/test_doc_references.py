@@ -82,7 +82,11 @@ def doc_texts(path: str) -> Iterator[tuple[str, str]]:
                 yield f"{path} cell {index}", "".join(cell["source"])
     elif full.suffix == ".py":
         source = full.read_text(encoding="utf-8")
-        for node in ast.walk(ast.parse(source)):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as err:  # name the file rather than fail somewhere inside ast
+            raise AssertionError(f"{path} does not parse (line {err.lineno}): {err.msg}") from err
+        for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 doc = ast.get_docstring(node, clean=False)
                 if doc:
