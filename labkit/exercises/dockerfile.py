@@ -290,13 +290,18 @@ def run_container_job(
     return job
 
 
-def check_container_job(job: Any, settings: Any) -> Outcome | None:
-    """The job's chief saved a model that loads, every replica saved, no temp copy is left."""
+def check_container_job(job: Any, settings: Any, *, solved: bool = False) -> Outcome | None:
+    """The job's chief saved a model that loads, every replica saved, no temp copy is left.
+
+    With ``solved`` a failing (or, locally, missing) job raises, so CI cannot miss it.
+    """
     from labkit import vertex
     from labkit.exercises.trainer import check_saved_model
     from labkit.notebook import job_model_dir
 
     if job is None:
+        if solved and settings.mode == "local":
+            raise AssertionError("SOLVED = True but the solved image's job did not run")
         print("no job ran: nothing to check")
         return None
     model_dir = Path(job_model_dir(job, settings))
@@ -308,4 +313,6 @@ def check_container_job(job: Any, settings: Any) -> Outcome | None:
     outcome = check_saved_model(model_dir, model_dir.parent, logs)
     outcome.name = "your container as a 2-replica job"
     print(outcome)
+    if solved and not outcome.passed:
+        raise AssertionError(f"the solved image's job fails its check:\n{outcome}")
     return outcome

@@ -175,9 +175,14 @@ def check_saved_model(
     return checks.Outcome("your trainer on 2 workers", not hint, lines, hint)
 
 
-def check_run(result: Any, out_dir: str | Path) -> checks.Outcome | None:
-    """`check_saved_model` for a `run_trainer` result (None: nothing ran, nothing to check)."""
+def check_run(result: Any, out_dir: str | Path, *, solved: bool = False) -> checks.Outcome | None:
+    """`check_saved_model` for a `run_trainer` result (None: nothing ran, nothing to check).
+
+    With ``solved`` (the kit's solutions ran) a failure raises, so CI cannot miss it.
+    """
     if result is None:
+        if solved:
+            raise AssertionError("SOLVED = True but the solved trainer did not run")
         print("nothing ran: finish the exercises and write the trainer first")
         return None
     if not result.ok:
@@ -193,4 +198,6 @@ def check_run(result: Any, out_dir: str | Path) -> checks.Outcome | None:
         logs = {role: result.log_text(role) for role in result.logs}
         outcome = check_saved_model(Path(out_dir) / "model", out_dir, logs)
     print(outcome)
+    if solved and not outcome.passed:
+        raise AssertionError(f"the solved trainer's run fails its check:\n{outcome}")
     return outcome
