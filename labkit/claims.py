@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from labkit.i18n import gettext
+
 
 def chance(classes: int) -> float:
     """Accuracy of guessing uniformly among ``classes`` classes."""
@@ -23,14 +25,18 @@ def accuracy_vs_chance(accuracy: float | None, classes: int, what: str = "valida
     """E.g. ``validation accuracy 0.625: above chance (0.200, 5 classes)``, or below it."""
     level = chance(classes)
     if accuracy is None:
-        return f"no {what} accuracy was recorded (chance: {level:.3f}, {classes} classes)"
+        return gettext(
+            "no {what} accuracy was recorded (chance: {level:.3f}, {classes} classes)"
+        ).format(what=gettext(what), level=level, classes=classes)
     if accuracy > level:
-        verdict = f"{accuracy / level:.1f}x chance"
+        verdict = gettext("{ratio:.1f}x chance").format(ratio=accuracy / level)
     elif accuracy == level:
-        verdict = "exactly chance: the model has not learned yet"
+        verdict = gettext("exactly chance: the model has not learned yet")
     else:
-        verdict = "below chance: the model has not learned yet (train longer or larger)"
-    return f"{what} accuracy {accuracy:.3f}: {verdict} (chance {level:.3f} with {classes} classes)"
+        verdict = gettext("below chance: the model has not learned yet (train longer or larger)")
+    return gettext(
+        "{what} accuracy {accuracy:.3f}: {verdict} (chance {level:.3f} with {classes} classes)"
+    ).format(what=gettext(what), accuracy=accuracy, verdict=verdict, level=level, classes=classes)
 
 
 def read_metrics(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,11 +55,17 @@ def speedup(baseline: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     """The multi-worker run's training images/s against the baseline's, as a ratio."""
     base, mine = baseline.get("images_per_sec"), run.get("images_per_sec")
     if not base or not mine:
-        return "images/s: not measured for both runs"
+        return gettext("images/s: not measured for both runs")
     ratio = mine / base
-    return (
-        f"images/s: {mine:.1f} with {run.get('replicas')} replicas vs {base:.1f} for the "
-        f"baseline: {ratio:.2f}x ({'faster' if ratio > 1 else 'not faster'})"
+    return gettext(
+        "images/s: {mine:.1f} with {replicas} replicas vs {base:.1f} for the baseline: "
+        "{ratio:.2f}x ({verdict})"
+    ).format(
+        mine=mine,
+        replicas=run.get("replicas"),
+        base=base,
+        ratio=ratio,
+        verdict=gettext("faster") if ratio > 1 else gettext("not faster"),
     )
 
 
@@ -63,15 +75,21 @@ def batch_comparison(baseline_metrics: Mapping[str, Any], run_metrics: Mapping[s
     steps_base = baseline_metrics.get("steps_per_epoch")
     steps_run = run_metrics.get("steps_per_epoch")
     same = gb_base == gb_run
-    return (
-        f"global batch: baseline {gb_base} (1 replica x {baseline_metrics['config']['batch_size']}),"
-        f" multi-worker {gb_run} ({run_metrics['replicas']} replicas x "
-        f"{run_metrics['config']['batch_size']}); steps per epoch: {steps_base} vs {steps_run}"
-        + (
-            ": both runs make the same updates per epoch"
-            if same and steps_base == steps_run
-            else ": the runs make different updates per epoch, so compare accuracy with care"
-        )
+    return gettext(
+        "global batch: baseline {gb_base} (1 replica x {batch_base}), multi-worker {gb_run} "
+        "({replicas} replicas x {batch_run}); steps per epoch: {steps_base} vs {steps_run}"
+    ).format(
+        gb_base=gb_base,
+        batch_base=baseline_metrics["config"]["batch_size"],
+        gb_run=gb_run,
+        replicas=run_metrics["replicas"],
+        batch_run=run_metrics["config"]["batch_size"],
+        steps_base=steps_base,
+        steps_run=steps_run,
+    ) + (
+        gettext(": both runs make the same updates per epoch")
+        if same and steps_base == steps_run
+        else gettext(": the runs make different updates per epoch, so compare accuracy with care")
     )
 
 
@@ -83,7 +101,7 @@ def model_location(record: Mapping[str, Any]) -> str:
         and not (savedmodel / "saved_model.pb").is_file()
     ):
         raise FileNotFoundError(f"no SavedModel at {savedmodel}: the save did not happen")
-    return f"model: {savedmodel}"
+    return gettext("model: {path}").format(path=savedmodel)
 
 
 def summary_lines(results: Mapping[str, Any], classes: int) -> list[str]:
@@ -93,21 +111,35 @@ def summary_lines(results: Mapping[str, Any], classes: int) -> list[str]:
     if mwms:
         epochs = mwms.get("epochs_run") or []
         lines.append(
-            f"trained on {mwms.get('workers', mwms.get('replicas'))} workers "
-            f"({mwms.get('replicas')} replicas in sync), epochs {_epochs(epochs)} in the "
-            "restarted job"
+            gettext(
+                "trained on {workers} workers ({replicas} replicas in sync), epochs {epochs} in "
+                "the restarted job"
+            ).format(
+                workers=mwms.get("workers", mwms.get("replicas")),
+                replicas=mwms.get("replicas"),
+                epochs=_epochs(epochs),
+            )
         )
     if preemption:
         if preemption.get("resumed_from_step"):
             lines.append(
-                f"{preemption['failed_replica']} was preempted after step "
-                f"{preemption['fault_step']} of {preemption['total_steps']}; the restarted job "
-                f"resumed from the backup at epoch {preemption['resumed_epoch']}, step "
-                f"{preemption['resumed_step_in_epoch']} and ran the other "
-                f"{preemption['steps_run']} steps"
+                gettext(
+                    "{replica} was preempted after step {fault_step} of {total_steps}; the "
+                    "restarted job resumed from the backup at epoch {epoch}, step {step} and ran "
+                    "the other {steps_run} steps"
+                ).format(
+                    replica=preemption["failed_replica"],
+                    fault_step=preemption["fault_step"],
+                    total_steps=preemption["total_steps"],
+                    epoch=preemption["resumed_epoch"],
+                    step=preemption["resumed_step_in_epoch"],
+                    steps_run=preemption["steps_run"],
+                )
             )
         else:
-            lines.append("the restarted job did NOT resume from a backup: it started afresh")
+            lines.append(
+                gettext("the restarted job did NOT resume from a backup: it started afresh")
+            )
     if mwms:
         lines.append(model_location(mwms))
         lines.append(accuracy_vs_chance(mwms.get("val_accuracy"), classes))
@@ -118,7 +150,7 @@ def summary_lines(results: Mapping[str, Any], classes: int) -> list[str]:
 
 def _epochs(epochs: Sequence[int]) -> str:
     shown = [e + 1 for e in epochs]
-    return ", ".join(map(str, shown)) if shown else "none"
+    return ", ".join(map(str, shown)) if shown else gettext("none")
 
 
 def print_lines(lines: Sequence[str]) -> None:

@@ -170,7 +170,9 @@ def test_catalog_placeholders_match():
 
 def _uses(english: str, term: i18n.Term) -> bool:
     words = re.escape(term.en.lower()).replace(r"\ ", r"[\s-]+")
-    return re.search(rf"(?<![\w`]){words}(e?s)?(?![\w`])", english.lower()) is not None
+    # not inside a word, `code` or a {placeholder}
+    pattern = r"(?<![\w`{])" + words + r"(e?s)?(?![\w`}])"
+    return re.search(pattern, english.lower()) is not None
 
 
 def _without_code(text: str) -> str:
