@@ -45,7 +45,7 @@ def fake_ctx(tmp_path: Path) -> BenchContext:
 
 def test_parse_sections_keeps_bench_order_and_rejects_unknown_names():
     assert bench_main.parse_sections("lab,pipeline") == ["pipeline", "lab"]
-    assert bench_main.parse_sections(None) == ["pipeline", "training", "scaling", "lab"]
+    assert bench_main.parse_sections(None) == ["pipeline", "training", "scaling", "service", "lab"]
     with pytest.raises(ValueError, match="unknown section.*'gpus'.*choose from"):
         bench_main.parse_sections("pipeline,gpus")
 

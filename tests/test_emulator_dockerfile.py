@@ -215,3 +215,55 @@ def test_snake_case_bodies_are_accepted_and_job_field_is_snake_case():
         k: v for k, v in body.items() if k != "labels"
     }
     assert specs.parse_duration("1.5s") == 1.5
+
+
+def test_service_module_starts_without_tensorflow_or_the_sdk(tmp_path):
+    """Issue 15: the service starts fast because its start imports neither."""
+    import subprocess
+
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from labkit.emulator.server import create_app\n"
+        "from labkit.emulator.service import Service\n"
+        f"create_app(Service(Path({str(tmp_path)!r}), Path({str(tmp_path / 'gcs')!r}), 0))\n"
+        "heavy = [m for m in ('tensorflow', 'google.cloud.aiplatform', 'keras') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# Starlette 1.10's TestClient prefers the httpx2 package; the kit has httpx (via jupyterlab) and
+# no other use for httpx2, so its deprecation notice is expected here.
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_app_factory_in_process_routes_and_errors(tmp_path):
+    """`create_app(service)` as the console uses it: same routes, Google's error JSON."""
+    from starlette.testclient import TestClient
+
+    from labkit.emulator.server import create_app
+    from labkit.emulator.service import Service
+
+    service = Service(tmp_path / "state", tmp_path / "gcs", 0)
+    client = TestClient(create_app(service))
+    assert client.get("/labkit/v1/info").json()["stateDir"] == str((tmp_path / "state").resolve())
+    parent = "/v1/projects/p/locations/us-central1"
+    bad = valid_job()
+    bad["jobSpec"]["workerPoolSpecs"][1]["machineSpec"] = {
+        "machineType": "n1-standard-4",
+        "acceleratorType": "NVIDIA_H100_80GB",
+        "acceleratorCount": 1,
+    }
+    answer = client.post(f"{parent}/customJobs?%24alt=json%3Benum-encoding%3Dint", json=bad)
+    assert answer.status_code == 400
+    (violation,) = answer.json()["error"]["details"][0]["fieldViolations"]
+    assert violation["field"] == "job_spec.worker_pool_specs[1].machine_spec.accelerator_type"
+    with pytest.raises(specs.SpecError) as err:  # the same check, in process
+        service.create_custom_job("projects/p/locations/us-central1", bad)
+    assert err.value.problems[0].path == "jobSpec.workerPoolSpecs[1].machineSpec.acceleratorType"
+    assert client.patch(f"{parent}/customJobs/1").json()["error"]["status"] == "UNIMPLEMENTED"
+    assert client.get(f"{parent}/customJobs/1").status_code == 404
+    assert client.get(f"{parent}/trainingPipelines").json() == {"trainingPipelines": []}
+    assert client.get("/nowhere").json()["error"]["status"] == "NOT_FOUND"
