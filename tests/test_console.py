@@ -140,7 +140,7 @@ def test_pages_render_with_the_real_console_field_names(console):
         "Model name",
         "Model output directory",
         "Compute and pricing",
-        "worker pool",
+        "Worker pool",
         "Start training",
         "ESTIMATE, not a bill",  # the kit's cost estimate for what is entered
     ):

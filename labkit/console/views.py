@@ -124,6 +124,8 @@ class Console:
         self._settings = settings
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2)
+        # glossary terms are lower case in running text; a field label starts with a capital
+        self.templates.env.filters["sentence"] = lambda text: text[:1].upper() + text[1:]
 
     # ---- context ----
     def settings(self) -> Settings:
