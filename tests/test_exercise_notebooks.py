@@ -125,3 +125,22 @@ def test_solved_exercises_pass_and_write_the_trainer(tmp_path):
     cells = [c for c in exercise_cells(NB04) if c.id not in TRAINING_CELLS]
     printed = run_cells(cells, prelude(True, run_dir), tmp_path)
     assert "Dockerfile: passed" in printed["ex-docker-check"]
+
+
+@pytest.mark.parametrize("name", [NB03.name, NB04.name])
+def test_every_edition_carries_the_same_exercise_cells(name):
+    """Other editions (zh-CN) copy code cells unchanged: the same exercises, checks and
+    SOLVED parameter run there, so the tests above hold for them too."""
+    english = {
+        c.id: (c.source, c.metadata.get("tags", [])) for c in exercise_cells(NOTEBOOK_DIR / name)
+    }
+    editions = [d for d in sorted(NOTEBOOK_DIR.iterdir()) if d.is_dir() and (d / name).is_file()]
+    for folder in editions:
+        cells = {
+            c.id: (c.source, c.metadata.get("tags", [])) for c in exercise_cells(folder / name)
+        }
+        if not cells:
+            pytest.skip(
+                f"{folder.name}/{name} has no exercise cells yet: python -m labkit i18n sync"
+            )
+        assert cells == english, f"{folder.name}/{name} differs from the English exercise cells"
