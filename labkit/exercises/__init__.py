@@ -12,10 +12,11 @@ to end. A stuck learner reads one solution with `show_solution`.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from labkit.exercises import checks, dockerfile, solutions, template_task
+from labkit.exercises import checks, dockerfile
 from labkit.exercises.checks import Outcome
 from labkit.exercises.compare import side_by_side
 from labkit.exercises.trainer import check_run, run_trainer, write_trainer
@@ -36,6 +37,13 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """`solutions` and `template_task` import TensorFlow: loaded on first use only."""
+    if name in ("solutions", "template_task"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def names() -> list[str]:
     """The exercises of notebook 03, in the order the notebook asks for them."""
     return list(checks.CHECKS)
@@ -45,7 +53,7 @@ def solution(name: str) -> Callable:
     """The kit's solution of one exercise (a function of `labkit.exercises.solutions`)."""
     if name not in checks.CHECKS:
         raise KeyError(f"no exercise {name!r}; the exercises are {names()}")
-    return getattr(solutions, name)
+    return getattr(importlib.import_module(f"{__name__}.solutions"), name)
 
 
 def show_solution(name: str) -> Any:
