@@ -176,11 +176,30 @@ def prepare(path: Path, out: Path, parameters: Mapping[str, Any]) -> Path:
     return out
 
 
+# nbconvert's JupyterLab template drops a PNG's alternative text (only its classic template
+# reads it): this one puts the ``alt`` that `labkit.plots` gives each chart on the <img>.
+ALT_TEXT_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{% block data_png scoped %}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+{%- set alttext = output | get_metadata('alt', 'image/png') -%}
+{%- if alttext %} alt="{{ alttext | escape_html }}"{%- endif %}>
+</div>
+{%- endblock data_png %}
+"""
+
+
 def export_html(executed: Path) -> Path:
-    """The executed notebook as a self-contained HTML page (charts embedded)."""
+    """The executed notebook as a self-contained HTML page (charts embedded, with their
+    alternative text)."""
+    import jinja2
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_filename(str(executed))
+    exporter = HTMLExporter(
+        extra_loaders=[jinja2.DictLoader({"alt_index.html.j2": ALT_TEXT_TEMPLATE})],
+        template_file="alt_index.html.j2",
+    )
+    body, _ = exporter.from_filename(str(executed))
     html = executed.with_suffix(".html")
     html.write_text(body, encoding="utf-8")
     return html
@@ -374,7 +393,7 @@ def format_summary(run: LabRun) -> str:
     if (run.run_dir / REPORT_FILE).is_file():
         lines.append(f"report: {run.run_dir / REPORT_FILE} (a one-page summary, links to each)")
     results = run.results
-    for key, what in (("mwms", "2-worker run, notebook 03"), ("baseline", "notebook 02")):
+    for key, what in (("mwms", "multi-worker run, notebook 03"), ("baseline", "notebook 02")):
         if key in results:
             lines.append(f"model ({what}): {results[key]['model_dir']}")
             lines.append(f"metrics: {results[key]['metrics_file']}")

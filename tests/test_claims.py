@@ -195,3 +195,21 @@ def test_report_page_summarises_the_run(tmp_path):
     assert "<td>baseline.x</td><td>99 values</td>" in page
     assert "baseline accuracy 0.500: 2.5x chance" in page
     assert f"report: {tmp_path / 'index.html'}" in lab.format_summary(run)
+
+
+def test_exported_report_keeps_the_charts_alt_text(tmp_path, caplog):
+    import nbformat
+
+    figure = plots.compare_runs({"baseline": {"images_per_sec": 10}, "2 workers": {}})
+    data, metadata = figure._repr_mimebundle_()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("plots.compare_runs(...)")
+    cell.outputs = [nbformat.v4.new_output("execute_result", data, metadata=metadata)]
+    cell.execution_count = 1
+    nb.cells = [cell]
+    path = tmp_path / "chart.ipynb"
+    nbformat.write(nb, str(path))
+    page = lab.export_html(path).read_text()
+    assert f'alt="{figure.alt_text}"' in page
+    assert "No description has been provided" not in page
+    assert "Alternative text is missing" not in caplog.text
