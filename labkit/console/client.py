@@ -192,7 +192,9 @@ def _create_in_browser(
         folder.mkdir(parents=True, exist_ok=True)
     with _context(context) as ctx:
         page = ctx.new_page()
-        page.goto(f"{base_url(settings)}/training/create")
+        answer = page.goto(f"{base_url(settings)}/training/create")
+        if answer is None or answer.status != 200:
+            raise RuntimeError(f"the console's Create page answered {answer and answer.status}")
         if folder:
             page.screenshot(path=str(folder / SCREENSHOTS["create"]), full_page=True)
             shots.append(folder / SCREENSHOTS["create"])
@@ -219,7 +221,11 @@ def screenshot_job(settings: Settings, name: str, path: str | Path) -> Path:
     def take() -> Path:
         with browser.open_browser() as context:
             page = context.new_page()
-            page.goto(page_url(settings, name))
+            answer = page.goto(page_url(settings, name))
+            if answer is None or answer.status != 200:
+                raise RuntimeError(
+                    f"the console's page for {name} answered {answer and answer.status}"
+                )
             page.screenshot(path=str(path), full_page=True)
         return Path(path)
 
