@@ -111,11 +111,11 @@ class Service:
     def recover_interrupted_jobs(self) -> None:
         """Jobs and pipelines left running by a service that died: stop their processes,
         mark them FAILED."""
-        message = "The local Vertex AI service stopped while this ran. Submit it again."
-        for kind, failed in (
-            ("customJobs", "JOB_STATE_FAILED"),
-            ("trainingPipelines", "PIPELINE_STATE_FAILED"),
+        for kind, failed, what in (
+            ("customJobs", "JOB_STATE_FAILED", "job"),
+            ("trainingPipelines", "PIPELINE_STATE_FAILED", "pipeline"),
         ):
+            message = f"The local Vertex AI service stopped while this {what} ran. Submit it again."
             for job in self.store.all_jobs(kind):
                 if job.get("state") in TERMINAL_STATES:
                     continue
