@@ -305,6 +305,8 @@ def report_html(run: LabRun, parameters: Mapping[str, Any]) -> str:
     import html
 
     from labkit import claims
+    from labkit.i18n import current_language
+    from labkit.i18n import gettext as tr
 
     esc = html.escape
     total = sum(nb.wall_s for nb in run.notebooks)
@@ -341,7 +343,9 @@ def report_html(run: LabRun, parameters: Mapping[str, Any]) -> str:
         for key, value in results.items()
         for name, value in _scalar_rows(value, f"{key}.")
     )
-    found = "".join(f"<li>{esc(line)}</li>" for line in findings) or "<li>nothing recorded</li>"
+    found = "".join(f"<li>{esc(line)}</li>" for line in findings) or (
+        f"<li>{tr('nothing recorded')}</li>"
+    )
     from labkit.console.client import SCREENSHOTS  # notebook 04's console route, in Chromium
 
     shots = "".join(
@@ -350,24 +354,25 @@ def report_html(run: LabRun, parameters: Mapping[str, Any]) -> str:
         for what, name in SCREENSHOTS.items()
         if (run.run_dir / name).is_file()
     )
-    shots = f"<h2>The console route</h2>{shots}" if shots else ""
+    shots = f"<h2>{tr('The console route')}</h2>{shots}" if shots else ""
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Lab run {esc(run.run_dir.name)}</title>
+<html lang="{current_language()}"><head><meta charset="utf-8"><title>Lab run {esc(run.run_dir.name)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #bbb;padding:.2em .5em;text-align:left}}</style>
 </head><body>
-<h1>Lab run {esc(run.run_dir.name)}: {"passed" if run.ok else "FAILED"}</h1>
+<h1>{tr("Lab run")} {esc(run.run_dir.name)}: {tr("passed") if run.ok else tr("FAILED")}</h1>
 <p>{len(run.notebooks)} notebook(s), {total:.0f} s in all. Folder: {esc(str(run.run_dir))}</p>
-<h2>Notebooks</h2>
-<table><thead><tr><th>notebook</th><th>status</th><th>time</th><th>open</th><th>error</th></tr>
+<h2>{tr("Notebooks")}</h2>
+<table><thead><tr><th>{tr("notebook")}</th><th>{tr("status")}</th><th>{tr("time")}</th>
+<th>{tr("open")}</th><th>{tr("error")}</th></tr>
 </thead><tbody>{"".join(rows)}</tbody></table>
-<h2>What the run did</h2><ul>{found}</ul>
+<h2>{tr("What the run did")}</h2><ul>{found}</ul>
 {shots}
-<h2>Parameters</h2>
-<table><thead><tr><th>name</th><th>value</th></tr></thead><tbody>{params}</tbody></table>
-<h2>Recorded results</h2>
+<h2>{tr("Parameters")}</h2>
+<table><thead><tr><th>{tr("name")}</th><th>{tr("value")}</th></tr></thead><tbody>{params}</tbody></table>
+<h2>{tr("Recorded results")}</h2>
 <p>From <a href="{notebook.RESULTS_FILE}">{notebook.RESULTS_FILE}</a>.</p>
-<table><thead><tr><th>result</th><th>value</th></tr></thead><tbody>{recorded}</tbody></table>
+<table><thead><tr><th>{tr("result")}</th><th>{tr("value")}</th></tr></thead><tbody>{recorded}</tbody></table>
 </body></html>
 """
 

@@ -137,7 +137,7 @@ def _gettext_calls() -> dict[str, list[str]]:
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
             arg = node.args[0]
             if (
-                name in ("_", "gettext")
+                name in ("_", "gettext", "tr")
                 and isinstance(arg, ast.Constant)
                 and isinstance(arg.value, str)
             ):
