@@ -9,6 +9,15 @@ the fix, so a learner repairs the spec in one pass.
 Pools: 0 = the chief (always one replica), 1 = workers, 2 = parameter servers,
 3 = evaluators. Empty ``{}`` pools are placeholders, as on Vertex.
 
+This is the kit's one job-spec core: the builder the notebooks use, the machine catalog
+(`machine_catalog`) and its price table (`load_price_table`, ``labkit/prices.json``), the
+checks behind ``labkit spec validate``, ``labkit cost``, the console's form and the local
+Vertex AI service's request validation (`validate_custom_job`, `validate_training_pipeline`,
+REST camelCase or SDK snake_case), and one error type, `SpecError`, whose `Problem` s name the
+field (``field`` as the SDK user writes it, ``path`` in REST camelCase), what Vertex accepts,
+and the fix. A problem with ``vertex_rejects=False`` is the kit's advice (MWMS, placeholders,
+a machine without a checked price): reported by ``spec validate``, not refused by the service.
+
 CLI::
 
     python -m labkit spec validate FILE.json     # prints every problem and exits 2, or `ok`
