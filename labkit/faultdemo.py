@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from labkit.i18n import gettext
+
 FAILING_TASK = "worker:0"  # the TF_CONFIG task the fault hook stops
 FAILING_ROLE = "worker-0"  # the same replica as `labkit cluster` names it
 FAULT_EXIT_CODE = 3  # trainer.callbacks.FAULT_EXIT_CODE (not imported: it loads TensorFlow)
@@ -65,13 +67,23 @@ class FaultPlan:
         return ["--backup-every-steps", str(self.fault_step)]
 
     def describe(self) -> str:
-        return (
-            f"{self.workers} workers train {self.epochs} epoch(s) of {self.steps_per_epoch} "
-            f"steps ({self.total_steps} steps). The trainer backs up every {self.fault_step} "
-            f"steps; {FAILING_ROLE} exits after step {self.fault_step} (epoch "
-            f"{self.fault_epoch}, step {self.fault_step_in_epoch}), just after the first "
-            f"backup. The restarted job should resume at epoch {self.resume_epoch}, step "
-            f"{self.resume_step_in_epoch}."
+        return gettext(
+            "{workers} workers train {epochs} epoch(s) of {steps_per_epoch} steps ({total} "
+            "steps). The trainer backs up every {fault_step} steps; {role} exits after step "
+            "{fault_step} (epoch {fault_epoch}, step {fault_step_in_epoch}), just after the "
+            "first backup. The restarted job should resume at epoch {resume_epoch}, step "
+            "{resume_step}."
+        ).format(
+            workers=self.workers,
+            epochs=self.epochs,
+            steps_per_epoch=self.steps_per_epoch,
+            total=self.total_steps,
+            fault_step=self.fault_step,
+            role=FAILING_ROLE,
+            fault_epoch=self.fault_epoch,
+            fault_step_in_epoch=self.fault_step_in_epoch,
+            resume_epoch=self.resume_epoch,
+            resume_step=self.resume_step_in_epoch,
         )
 
 
@@ -130,7 +142,9 @@ def check_replicas(cluster: Any, workers: int) -> str:
             f"expected every replica to train with replicas={workers}, got {seen}: see the "
             f"logs in {next(iter(cluster.logs.values())).parent}"
         )
-    return f"all {len(seen)} replicas trained in sync: num_replicas_in_sync = {workers} on each"
+    return gettext(
+        "all {n} replicas trained in sync: num_replicas_in_sync = {workers} on each"
+    ).format(n=len(seen), workers=workers)
 
 
 def check_preempted(cluster: Any, plan: FaultPlan) -> str:
@@ -147,9 +161,16 @@ def check_preempted(cluster: Any, plan: FaultPlan) -> str:
             f"{FAILING_ROLE} exited, but its log has no fault at step {plan.fault_step}: "
             f"see {cluster.logs[FAILING_ROLE]}"
         )
-    return (
-        f"{FAILING_ROLE} was preempted after step {plan.fault_step} of {plan.total_steps} "
-        f"(epoch {plan.fault_epoch}, step {plan.fault_step_in_epoch}/{plan.steps_per_epoch})"
+    return gettext(
+        "{role} was preempted after step {fault_step} of {total} (epoch {epoch}, step "
+        "{step}/{steps_per_epoch})"
+    ).format(
+        role=FAILING_ROLE,
+        fault_step=plan.fault_step,
+        total=plan.total_steps,
+        epoch=plan.fault_epoch,
+        step=plan.fault_step_in_epoch,
+        steps_per_epoch=plan.steps_per_epoch,
     )
 
 
@@ -168,10 +189,16 @@ def check_resumed(metrics: Mapping[str, Any], plan: FaultPlan) -> str:
             f"the restarted job ran {ran} steps; after a resume from step {plan.fault_step} "
             f"it should run {plan.total_steps - plan.fault_step}"
         )
-    return (
-        f"the restarted job resumed from the backup at epoch {plan.resume_epoch}, step "
-        f"{plan.resume_step_in_epoch}/{plan.steps_per_epoch}: {plan.fault_step} of "
-        f"{plan.total_steps} steps were not repeated, {ran} were run"
+    return gettext(
+        "the restarted job resumed from the backup at epoch {epoch}, step "
+        "{step}/{steps_per_epoch}: {fault_step} of {total} steps were not repeated, {ran} were run"
+    ).format(
+        epoch=plan.resume_epoch,
+        step=plan.resume_step_in_epoch,
+        steps_per_epoch=plan.steps_per_epoch,
+        fault_step=plan.fault_step,
+        total=plan.total_steps,
+        ran=ran,
     )
 
 
@@ -196,10 +223,10 @@ def check_saved(mwms_dir: Any, cluster: Any) -> str:
             f"{next(iter(cluster.logs.values())).parent}"
         )
     workers = len(cluster.logs) - 1
-    return (
-        f"the chief's model is in {model} (savedmodel/, model.keras, metrics.json); "
-        f"the {workers} other replica(s) saved to temporary folders and removed them"
-    )
+    return gettext(
+        "the chief's model is in {model} (savedmodel/, model.keras, metrics.json); "
+        "the {workers} other replica(s) saved to temporary folders and removed them"
+    ).format(model=model, workers=workers)
 
 
 def outcome(plan: FaultPlan, first: Any, second: Any, metrics: Mapping[str, Any]) -> dict:
