@@ -84,13 +84,13 @@ class CleanupPlan:
         if not self.items:
             lines = [
                 gettext("Nothing to delete ({mode} mode): the kit left nothing behind.").format(
-                    mode=self.mode
+                    mode=gettext(self.mode)
                 )
             ]
         else:
             lines = [
                 gettext("The kit created {n} resource(s) ({mode} mode), in deletion order:").format(
-                    n=len(self.items), mode=self.mode
+                    n=len(self.items), mode=gettext(self.mode)
                 )
             ]
             lines += [f"  {i:>2}. {item.line()}" for i, item in enumerate(self.items, 1)]
