@@ -87,16 +87,19 @@ class FaultPlan:
         )
 
 
-def steps_per_epoch(knobs: Mapping[str, Any], train_examples: int) -> int:
+def steps_per_epoch(knobs: Mapping[str, Any], train_examples: int | None = None) -> int:
     """What the trainer will use: ``STEPS_PER_EPOCH``, else one pass over the training
-    split at the global batch (per-replica batch x workers, one replica per worker here)."""
+    split at the global batch (per-replica batch x workers, one replica per worker here).
+    ``train_examples``: the split's size, read from the dataset's metadata when not given."""
     if knobs.get("steps_per_epoch"):
         return int(knobs["steps_per_epoch"])
+    if train_examples is None:
+        train_examples = count_train_examples(knobs)
     global_batch = int(knobs["batch_size"]) * int(knobs["workers"])
     return math.ceil(train_examples / global_batch)
 
 
-def plan_preemption(knobs: Mapping[str, Any], train_examples: int) -> FaultPlan:
+def plan_preemption(knobs: Mapping[str, Any], train_examples: int | None = None) -> FaultPlan:
     """Where the fault lands for these knobs, or a ValueError saying which to change.
 
     The fault step is the middle of the middle epoch (epoch 1 of 1, step 16 of 32), or the
@@ -123,7 +126,7 @@ def plan_preemption(knobs: Mapping[str, Any], train_examples: int) -> FaultPlan:
     return FaultPlan(workers=workers, epochs=epochs, steps_per_epoch=steps, fault_step=fault)
 
 
-def train_examples(knobs: Mapping[str, Any]) -> int:
+def count_train_examples(knobs: Mapping[str, Any]) -> int:
     """Examples in the training split the knobs point at (reads the TFDS metadata)."""
     from trainer import data
 
