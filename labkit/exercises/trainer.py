@@ -173,7 +173,7 @@ def check_saved_model(
                 hint
                 or f"{role} did not save: every worker must call model.save (it has collective ops)"
             )
-    return checks.Outcome("your trainer on 2 workers", not hint, lines, hint)
+    return checks.Outcome("your trainer on 2 workers", not hint, lines, hint, "checks")
 
 
 def check_run(result: Any, out_dir: str | Path, *, solved: bool = False) -> checks.Outcome | None:
@@ -194,6 +194,7 @@ def check_run(result: Any, out_dir: str | Path, *, solved: bool = False) -> chec
             False,
             [f"{checks.FAIL} {result.outcome}: {result.message}"],
             f"{role} failed; the end of its log ({result.logs[role]}):\n{tail}",
+            "checks",
         )
     else:
         logs = {role: result.log_text(role) for role in result.logs}
