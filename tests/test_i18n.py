@@ -88,6 +88,9 @@ def test_edition_follows_set_language_env_and_the_notebook_folder(monkeypatch, t
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(i18n.ENV_VAR)
     assert i18n.current_language() == "en"
+    (folder / "sub").mkdir()
+    monkeypatch.chdir(folder / "sub")  # only the notebook's own folder counts
+    assert i18n.current_language() == "en"
 
 
 def test_translator_and_terms():

@@ -65,10 +65,9 @@ def normalize_language(value: str | None, *, strict: bool = True) -> str:
 
 
 def _language_of_folder(folder: Path) -> str | None:
-    for part in reversed(folder.parts):
-        if part.lower() in ("zh-cn", "zh_cn"):
-            return "zh-CN"
-    return None
+    """``zh-CN`` when the folder itself is an edition folder (``notebooks/zh-CN``); only the
+    last part counts, so a checkout that merely lives under such a name stays English."""
+    return "zh-CN" if folder.name.lower() in ("zh-cn", "zh_cn") else None
 
 
 def current_language() -> str:
