@@ -98,6 +98,13 @@ def test_translator_and_terms():
     assert t.gettext("epoch") == "周期" and t.term("chief") == "主工作器"
     assert t.gettext("a message nobody translated") == "a message nobody translated"
     assert i18n.translator("en").gettext("epoch") == "epoch"
+    try:  # the default follows the edition at each call
+        i18n.set_language("zh-CN")
+        assert i18n.translator().lang == "zh-CN"
+        i18n.set_language("en")
+        assert i18n.translator().lang == "en"
+    finally:
+        i18n.set_language(None)
     assert i18n.gettext("Class share (%)", "zh-CN") == "类别占比（%）"
     assert t.ngettext("yes", "no", 2) == "否"
     with pytest.raises(KeyError, match="glossary.csv"):

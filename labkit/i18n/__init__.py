@@ -161,10 +161,13 @@ class Translator:
     __call__ = gettext
 
 
-@functools.cache
 def translator(lang: str | None = None) -> Translator:
     """The translator for an edition (default: the active one at call time)."""
-    lang = normalize_language(lang or current_language())
+    return _translator(normalize_language(lang or current_language()))
+
+
+@functools.cache
+def _translator(lang: str) -> Translator:
     if lang == DEFAULT_LANGUAGE:
         return Translator(lang, {})
     import polib
