@@ -93,6 +93,16 @@ def test_edition_follows_set_language_env_and_the_notebook_folder(monkeypatch, t
     assert i18n.current_language() == "en"
 
 
+def test_using_sets_the_language_of_one_block_only():
+    assert i18n.current_language() == "en"
+    with i18n.using("zh-CN") as lang:
+        assert lang == "zh-CN" and i18n.gettext("epoch") == "周期"
+        with i18n.using("en"):
+            assert i18n.gettext("epoch") == "epoch"
+        assert i18n.term("worker_pool") == "工作器池"
+    assert i18n.current_language() == "en"
+
+
 def test_translator_and_terms():
     t = i18n.translator("zh-CN")
     assert t.gettext("epoch") == "周期" and t.term("chief") == "主工作器"

@@ -17,15 +17,19 @@ Error messages stay English, as TensorFlow's do.
 
 Public API (kept stable; the console page uses it): ``LANGUAGES``, ``DEFAULT_LANGUAGE``,
 ``normalize_language``, ``current_language``, ``set_language``, ``translator``,
-``Translator``, ``gettext`` (alias ``_``), ``term``, ``glossary``, ``Term``.
+``Translator``, ``gettext`` (alias ``_``), ``term``, ``glossary``, ``Term``, ``using`` (a
+language for one block, e.g. one web request).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
 import dataclasses
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -48,6 +52,8 @@ _ALIASES = {
     "cn": "zh-CN",
 }
 _chosen: str | None = None
+# a language for one block of work (a web request, a test), safe across threads and tasks
+_scoped: contextvars.ContextVar[str | None] = contextvars.ContextVar("labkit_lang", default=None)
 
 
 def normalize_language(value: str | None, *, strict: bool = True) -> str:
@@ -71,8 +77,10 @@ def _language_of_folder(folder: Path) -> str | None:
 
 
 def current_language() -> str:
-    """The active edition: set_language(), else $LABKIT_LANG, else a ``zh-CN`` folder in the
-    working directory's path (the zh-CN notebooks' kernels), else English."""
+    """The active edition: using(), else set_language(), else $LABKIT_LANG, else a working
+    directory named ``zh-CN`` (the zh-CN notebooks' kernels), else English."""
+    if _scoped.get():
+        return _scoped.get()  # type: ignore[return-value]
     if _chosen:
         return _chosen
     if os.environ.get(ENV_VAR):
@@ -88,6 +96,17 @@ def set_language(lang: str | None) -> str:
     global _chosen
     _chosen = normalize_language(lang) if lang else None
     return current_language()
+
+
+@contextlib.contextmanager
+def using(lang: str | None) -> Iterator[str]:
+    """Everything inside the block speaks ``lang`` (e.g. one console request with ``?hl=``),
+    without changing the edition of the rest of the process."""
+    token = _scoped.set(normalize_language(lang) if lang else None)
+    try:
+        yield current_language()
+    finally:
+        _scoped.reset(token)
 
 
 # --------------------------------------------------------------------------- glossary
@@ -204,4 +223,5 @@ __all__ = [
     "set_language",
     "term",
     "translator",
+    "using",
 ]
