@@ -126,7 +126,8 @@ def console(tmp_path):
     service.register_image(SETTINGS.image_uri, REPO_ROOT)
     app = create_app(service)
     # the page reads the lab's saved settings; here the test's own
-    app.routes[-1].app.state.console._settings = SETTINGS
+    mount = next(r for r in app.routes if getattr(r, "path", "") == "/console")
+    mount.app.state.console._settings = SETTINGS
     yield TestClient(app)
     service.shutdown()
 
