@@ -213,3 +213,18 @@ def test_exported_report_keeps_the_charts_alt_text(tmp_path, caplog):
     assert f'alt="{figure.alt_text}"' in page
     assert "No description has been provided" not in page
     assert "Alternative text is missing" not in caplog.text
+
+
+def test_kernel_stderr_goes_to_a_file_while_tensorflow_starts(tmp_path, capfd):
+    """What TensorFlow's C++ code writes to descriptor 2 lands in the log file, not the cell."""
+    import os
+
+    from labkit import tflogs
+
+    log = tmp_path / "tf.log"
+    with tflogs.stderr_to(log):
+        os.write(2, b"E0000 00:00:1.5 1 cuda_platform.cc:52] failed call to cuInit\n")
+    os.write(2, b"after\n")
+    assert "cuInit" in log.read_text()
+    captured = capfd.readouterr().err
+    assert "cuInit" not in captured and "after" in captured
