@@ -52,7 +52,10 @@ PARAMETERS_TAG = "parameters"
 CELL_TIMEOUT_S = 1200
 # The parameters CI runs the notebooks with (tests/test_notebooks.py) and the reference
 # outputs are recorded with: the local mode's own defaults, i.e. exactly what `make lab` runs.
-CHECK_PARAMETERS: dict[str, Any] = {"MODE": "local"}
+# SOLVED: the exercises of 03 and 04 take the kit's solutions, so an unattended run (CI, an
+# instructor's `make lab`) goes through the solved path end to end; a learner's Jupyter run
+# keeps the notebook's own default (None: write the exercises yourself).
+CHECK_PARAMETERS: dict[str, Any] = {"MODE": "local", "SOLVED": True}
 # Notebook metadata worth keeping in git; the rest (papermill's, widgets) is run noise.
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
 KEPT_CELL_METADATA = ("tags", "i18n")  # i18n: which English text a zh-CN cell translates
@@ -255,7 +258,7 @@ def run_lab(
     paths_ = list(notebooks or resolve_notebooks())
     run_dir = Path(run_dir) if run_dir else new_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
-    wanted = {"MODE": "local", **(parameters or {}), "RUN_DIR": str(run_dir)}
+    wanted = {**CHECK_PARAMETERS, **(parameters or {}), "RUN_DIR": str(run_dir)}
     runs: list[NotebookRun] = []
     for path in paths_:
         if runs and runs[-1].status != "ok":
