@@ -222,12 +222,41 @@ class JobRequest:
             del kwargs["base_output_dir"]
         return kwargs
 
+    def run_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``job.run(**request.run_kwargs())`` (or ``submit``).
+
+        A multi-replica job sets ``restart_job_on_worker_restart=True`` (REST:
+        ``jobSpec.scheduling.restartJobOnWorkerRestart``; in a training pipeline,
+        ``CustomContainerTrainingJob.run()`` takes the same keyword and writes
+        ``trainingTaskInputs.scheduling``): by default Vertex restarts
+        a failed or preempted replica alone, which a MultiWorkerMirroredStrategy cluster cannot
+        take back; with the flag every replica restarts and BackupAndRestore resumes
+        (`labkit.emulator.restarts` cites the rules). The SDK takes it in ``run()``, not in
+        ``CustomJob(...)``.
+        """
+        return restart_kwargs(self.worker_pool_specs)
+
     def to_document(self) -> dict[str, Any]:
         """The JSON document `python -m labkit spec validate` and `cost` read."""
         return self.sdk_kwargs()
 
     def validate(self) -> list[Problem]:
         return validate_document(self.to_document(), require_kit_labels=True)
+
+
+def restart_kwargs(worker_pool_specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"restart_job_on_worker_restart": True}`` for a job of more than one replica, else {}.
+
+    The same keyword goes to ``CustomJob.run()`` and ``CustomContainerTrainingJob.run()``
+    (google-cloud-aiplatform 2.7.0 puts it in ``jobSpec.scheduling`` and in
+    ``trainingTaskInputs.scheduling.restart_job_on_worker_restart`` respectively).
+    """
+    replicas = sum(
+        as_int(pool.get("replica_count", pool.get("replicaCount"))) or 0
+        for pool in worker_pool_specs
+        if pool and not is_empty_pool(pool)
+    )
+    return {"restart_job_on_worker_restart": True} if replicas > 1 else {}
 
 
 def build_job(
@@ -836,6 +865,12 @@ class PriceTable:
     excludes: str
     machine_types: dict[str, float]
     accelerators: dict[str, float]
+    # Provenance shown next to every figure (issue 19): the training table's, and the rest.
+    training_read: str = "not read from the pricing page"
+    spot: str = ""
+    workbench: dict[str, Any] = dataclasses.field(default_factory=dict)
+    artifact_registry: dict[str, Any] = dataclasses.field(default_factory=dict)
+    codelab: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def machine_price(self, machine_type: str) -> float:
         try:

@@ -26,7 +26,6 @@ def ensure_local_service(
     *,
     state_dir: str | Path | None = None,
     images: dict[str, str] | None = None,
-    restarts: int = 0,
 ) -> control.ServiceStatus:
     """The local service for ``settings`` (its port, the kit image registered), started if needed.
 
@@ -40,7 +39,7 @@ def ensure_local_service(
             f"but the settings say {settings.emulator_port}: stop it "
             "(`python -m labkit emulator stop`) or set emulator_port to match"
         )
-    return control.start(state_dir, settings.emulator_port, wanted, restarts)
+    return control.start(state_dir, settings.emulator_port, wanted)
 
 
 def init_vertex(

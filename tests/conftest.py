@@ -97,8 +97,9 @@ if os.environ.get("FAIL_TASK") == task and not (os.environ.get("FAIL_ONCE") and 
     time.sleep(float(os.environ.get("FAIL_AFTER", "0.5")))
     os.makedirs(os.path.dirname(marker), exist_ok=True)
     open(marker, "w").close()
-    print("preempted: exiting with 3", flush=True)
-    sys.exit(3)
+    code = int(os.environ.get("FAIL_CODE", "3"))
+    print(f"preempted: exiting with {code}", flush=True)
+    sys.exit(code)
 time.sleep(float(sys.argv[sys.argv.index("--sleep") + 1]))
 print("finished", flush=True)
 """
@@ -130,11 +131,11 @@ class LocalVertex:
     def gcs_root(self):
         return self.state_dir / "gcs"
 
-    def start(self, restarts: int = 0):
+    def start(self):
         from labkit.vertex import ensure_local_service, init_vertex
 
         self.status = ensure_local_service(
-            self.settings, state_dir=self.state_dir, images=self.images, restarts=restarts
+            self.settings, state_dir=self.state_dir, images=self.images
         )
         init_vertex(self.settings, ensure_service=False)
         return self.status

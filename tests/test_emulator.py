@@ -114,17 +114,18 @@ def test_two_pool_job_gets_the_vertex_environment(local_vertex, assert_gone):
     argv = json.loads(re.search(r"^argv=(.*)$", logs["chief-0"], re.M).group(1))
     assert argv == ["--sleep", "0", "--out", str(local_vertex.gcs_root / "emu-test-bucket/extra")]
     assert re.search(r"^cwd=.*/rootfs/workerpool0/app$", logs["chief-0"], re.M)
-    assert "state JOB_STATE_RUNNING (attempt 1 of 1)" in logs["job"]
+    assert "state JOB_STATE_RUNNING (attempt 1)" in logs["job"]
     assert "state JOB_STATE_SUCCEEDED" in logs["job"]
     assert_gone(replica_pids(job))
 
 
 @pytest.mark.slow
-def test_failing_replica_fails_the_job_and_names_it(local_vertex, assert_gone):
+def test_permanent_replica_error_fails_the_job_and_names_it(local_vertex, assert_gone):
+    """Exit status 1 (an error in the training code) is permanent: no restart, the job fails."""
     job = make_job(
         [
             pool(1, args=["--sleep", "120"]),
-            pool(1, args=["--sleep", "120"], env={"FAIL_TASK": "worker:0"}),
+            pool(1, args=["--sleep", "120"], env={"FAIL_TASK": "worker:0", "FAIL_CODE": "1"}),
         ]
     )
     started = time.monotonic()
@@ -133,11 +134,13 @@ def test_failing_replica_fails_the_job_and_names_it(local_vertex, assert_gone):
     elapsed = time.monotonic() - started
     assert elapsed < 20, f"a failure took {elapsed:.1f} s to surface"
     message = job.error.message
-    assert "The replica workerpool1-0 (worker-0) exited with a non-zero status of 3" in message
-    assert message.rstrip().endswith("preempted: exiting with 3")
+    assert "The replica workerpool1-0 (worker-0) exited with a non-zero status of 1" in message
+    assert message.rstrip().endswith("preempted: exiting with 1")
     assert "workerpool1-0" in str(failure.value)
     assert job.state == JobState.JOB_STATE_FAILED
-    assert "chief-0 was killed by SIGTERM (stopped by the service)" in job_logs(job)["job"]
+    logs = job_logs(job)
+    assert "chief-0 was killed by SIGTERM (stopped by the service)" in logs["job"]
+    assert "restarting it alone" not in logs["job"]
     assert_gone(replica_pids(job))
 
 
@@ -148,8 +151,11 @@ def test_restart_job_on_worker_restart_reruns_the_cluster(local_vertex, assert_g
     job.run(restart_job_on_worker_restart=True)
     assert job.state == JobState.JOB_STATE_SUCCEEDED
     logs = job_logs(job)
-    assert "restarting the whole cluster (restart 1 of 3)" in logs["job"]
-    assert "attempt 2 of 4: worker-0" in logs["worker-0"]
+    assert (
+        "restartJobOnWorkerRestart restarts every replica (job restart 1 of at most 5)"
+        in (logs["job"])
+    )
+    assert "attempt 2: worker-0" in logs["worker-0"]
     assert logs["worker-0"].count("preempted: exiting with 3") == 1
     assert logs["chief-0"].count("finished") == 1  # stopped in attempt 1, finished in 2
     assert_gone(replica_pids(job))
@@ -298,8 +304,7 @@ def test_restarted_service_still_knows_its_jobs(local_vertex, assert_gone):
     pids = replica_pids(running)
     assert_gone(local_vertex.stop() + pids)  # stop ends the service and the job's replicas
 
-    # Restarted with --restarts 1: Vertex's automatic restarts for every job.
-    local_vertex.start(restarts=1)
+    local_vertex.start()
     jobs = {j.display_name: j for j in aiplatform.CustomJob.list(filter='labels.lab="cassava"')}
     assert jobs["done"].state == JobState.JOB_STATE_SUCCEEDED
     assert jobs["running"].state == JobState.JOB_STATE_FAILED
@@ -309,8 +314,8 @@ def test_restarted_service_still_knows_its_jobs(local_vertex, assert_gone):
         [pool(1, args=["--sleep", "0"], env={"FAIL_TASK": "chief:0", "FAIL_ONCE": "1"})]
     )
     flaky.run()
-    assert flaky.state == JobState.JOB_STATE_SUCCEEDED
-    assert "restart 1 of 1" in job_logs(flaky)["job"]
+    assert flaky.state == JobState.JOB_STATE_SUCCEEDED  # exit 3: restarted in place, as Vertex
+    assert "restarting it alone, in place (restart 1 of 5)" in job_logs(flaky)["job"]
 
 
 def test_python_package_spec_runs_the_module(local_vertex):

@@ -5,9 +5,9 @@
 service instead of Google (routes served and refused: `labkit.emulator.server`):
 it validates the job as Vertex does, runs every replica of every worker pool as a local
 process with the environment Vertex sets (TF_CONFIG, CLUSTER_SPEC, AIP_*), streams their
-logs, restarts the cluster when asked, and answers the SDK in the v1 REST JSON.
+logs, restarts replicas as Vertex does (`labkit.emulator.restarts`), and answers the SDK in the v1 REST JSON.
 
-    python -m labkit emulator serve  [--port P] [--state DIR] [--image URI=BUILD_CONTEXT ...] [--restarts N]
+    python -m labkit emulator serve  [--port P] [--state DIR] [--image URI=BUILD_CONTEXT ...]
     python -m labkit emulator start  [same options]   # in the background, with a pid file
     python -m labkit emulator stop   [--state DIR]
     python -m labkit emulator status [--state DIR]
@@ -59,12 +59,10 @@ def _add_service_options(parser: argparse.ArgumentParser) -> None:
         metavar="URI=BUILD_CONTEXT",
         help="run image URI from this folder's Dockerfile (repeatable)",
     )
-    parser.add_argument(
-        "--restarts",
-        type=int,
-        default=0,
-        help="restart a failed job's whole cluster up to N times (Vertex's automatic restarts)",
-    )
+    # The old whole-cluster `--restarts N` is replaced by Vertex's documented rules
+    # (labkit.emulator.restarts); still accepted, and ignored, so a caller started before
+    # the change (a running lab) can start a service.
+    parser.add_argument("--restarts", type=int, default=0, help=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +114,6 @@ def serve(args: argparse.Namespace) -> int:
         state_dir,
         control.gcs_root_for(state_dir, bool(args.state)),
         sock.getsockname()[1],
-        restarts=args.restarts,
     )
     service.registry.register(kit_image_uri(), REPO_ROOT)
     for uri, context in _images(args.image).items():
@@ -124,7 +121,7 @@ def serve(args: argparse.Namespace) -> int:
     control.write_pid_file(state_dir, service.port)
     print(
         f"[emulator] serving on http://127.0.0.1:{service.port} state={state_dir} "
-        f"gcs={service.gcs_root} restarts={args.restarts}",
+        f"gcs={service.gcs_root}",
         flush=True,
     )
     for uri, context in service.registry.images().items():
@@ -139,9 +136,6 @@ def serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "restarts", 0) < 0:
-        print("emulator: --restarts must be >= 0", file=sys.stderr)
-        return 2
     try:
         if getattr(args, "image", None) and args.action in ("serve", "start"):
             _images(args.image)  # a malformed --image fails before anything starts
@@ -157,7 +151,7 @@ def main(argv: list[str]) -> int:
         port = default_port() if args.port is None else args.port
         images = {kit_image_uri(): str(REPO_ROOT), **_images(args.image)}
         try:
-            state = control.start(args.state, port, images, args.restarts)
+            state = control.start(args.state, port, images)
         except RuntimeError as err:
             print(f"emulator: {err}", file=sys.stderr)
             return 1

@@ -143,7 +143,6 @@ def start(
     state_dir: str | Path | None = None,
     port: int = 8765,
     images: dict[str, str] | None = None,
-    restarts: int = 0,
     timeout: float = START_TIMEOUT_S,
 ) -> ServiceStatus:
     """Start the service in the background unless it already runs for this state dir."""
@@ -162,7 +161,6 @@ def start(
         )
     folder.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "labkit", "emulator", "serve", "--port", str(port)]
-    argv += ["--restarts", str(restarts)]
     if state_dir is not None:  # only then does gs:// map under <state>/gcs (see gcs_root_for)
         argv += ["--state", str(folder)]
     for uri, context in (images or {}).items():

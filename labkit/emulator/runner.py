@@ -1,11 +1,12 @@
 """Runs one CustomJob: every replica of every pool as a local process, as Vertex would.
 
 Per attempt the whole cluster gets fresh ports and the Vertex environment of
-`labkit.vertex_env`; `labkit.supervisor` stops everything on the first failing replica.
-A failed attempt is retried as a whole when the job asks for it
-(``scheduling.restartJobOnWorkerRestart``) or the service was started with ``--restarts N``
-(standing for Vertex's automatic restarts). Because AIP_CHECKPOINT_DIR stays the same
-across attempts, a trainer using BackupAndRestore resumes where it was.
+`labkit.vertex_env`; each replica runs under its own `labkit.supervisor` so that one can be
+restarted alone, in place, as Vertex does. What a replica's exit leads to (a restart in place,
+a restart of every replica with ``scheduling.restartJobOnWorkerRestart``, a whole-job retry, or
+the job's failure) follows Vertex's documented rules, cited in `labkit.emulator.restarts`.
+Because AIP_CHECKPOINT_DIR stays the same across attempts, a trainer using BackupAndRestore
+resumes where it was.
 
 ``gs://BUCKET/path`` in the base output directory, args and env values becomes
 ``<gcs root>/BUCKET/path`` (`labkit.paths.gcs_to_local`): `tf.io.gfile` cannot be pointed at
@@ -27,14 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from labkit import supervisor, vertex_env
-from labkit.emulator import dockerfile
+from labkit.emulator import dockerfile, restarts
+from labkit.emulator.restarts import RestartPolicy, is_permanent
 from labkit.emulator.store import TERMINAL_STATES, JobStore, now_rfc3339, write_json_atomic
 from labkit.paths import gcs_to_local
 from labkit.specs import as_int, is_empty_pool, parse_duration, snake_keys
 
 DEFAULT_JOB_TIMEOUT_S = 7 * 24 * 3600.0  # Vertex's default scheduling.timeout
-JOB_RESTART_LIMIT = 3  # restarts a job with restartJobOnWorkerRestart gets
 LINGER_AFTER_CHIEF_S = 60.0
+ATTEMPT_POLL_S = 0.1
 _GCS_RE = re.compile(r"gs://[^\s,;\"']+")
 
 # google.rpc.Code values in CustomJob.error (Vertex reports a failed replica with 3)
@@ -155,6 +157,69 @@ def _error(code: int, message: str) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
+@dataclasses.dataclass
+class AttemptResult:
+    """How one attempt ended: succeeded, cancelled, timeout, failed (a permanent exit),
+    restart_job (restartJobOnWorkerRestart), retry_job (a replica past its restarts in place)
+    or stalled (no end after a replica restarted alone)."""
+
+    outcome: str
+    culprit: supervisor.ReplicaOutcome | None = None
+    culprit_name: str | None = None
+    lone_restarts: list[str] = dataclasses.field(default_factory=list)
+
+
+class _Slot(threading.Thread):
+    """One replica's process under its own supervisor, until it exits or ``stop`` is set."""
+
+    def __init__(
+        self,
+        launch: supervisor.ReplicaLaunch,
+        sink: supervisor.Sink,
+        deadline: float,
+        grace_seconds: float,
+        on_started: Any,
+    ) -> None:
+        super().__init__(name=f"replica-{launch.role}", daemon=True)
+        self.launch = launch
+        self.sink = sink
+        self.deadline = deadline
+        self.grace_seconds = grace_seconds
+        self.on_started = on_started
+        self.stop = threading.Event()
+        self.outcome: supervisor.ReplicaOutcome | None = None
+        self.ended_at: float | None = None
+        self.error: BaseException | None = None
+        self._launched = threading.Event()
+
+    def start(self) -> None:
+        super().start()
+        self._launched.wait()  # a start error (missing program) surfaces in the caller
+        if self.error is not None:
+            raise self.error
+
+    def run(self) -> None:
+        def started(pids: Any) -> None:
+            self._launched.set()
+            self.on_started(pids)
+
+        try:
+            result = supervisor.supervise(
+                [self.launch],
+                sink=self.sink,
+                timeout=max(self.deadline - time.monotonic(), 0.001),
+                cancel=self.stop,
+                grace_seconds=self.grace_seconds,
+                on_started=started,
+            )
+            self.outcome = result.replicas[0]
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            self.error = err
+        finally:
+            self._launched.set()
+            self.ended_at = time.monotonic()
+
+
 class JobRunner(threading.Thread):
     """Runs one job to a terminal state in a background thread of the service."""
 
@@ -164,7 +229,6 @@ class JobRunner(threading.Thread):
         store: JobStore,
         registry: dockerfile.ImageRegistry,
         gcs_root: Path,
-        restarts: int,
         service_stopping: threading.Event,
         grace_seconds: float = supervisor.DEFAULT_GRACE_SECONDS,
     ) -> None:
@@ -173,7 +237,6 @@ class JobRunner(threading.Thread):
         self.store = store
         self.registry = registry
         self.gcs_root = gcs_root
-        self.restarts = restarts
         self.service_stopping = service_stopping
         self.grace_seconds = grace_seconds
         self.cancel = threading.Event()
@@ -194,7 +257,8 @@ class JobRunner(threading.Thread):
             f"state {state}" + (f": {fields['error']['message']}" if "error" in fields else "")
         )
 
-    def _record_processes(self, pids: dict[str, int]) -> None:
+    def _record_processes(self, pids: dict[str, int], new: dict[str, int] | None = None) -> None:
+        """processes.json holds every live replica (``pids``); the log names the ``new`` ones."""
         import psutil
 
         records = {}
@@ -205,7 +269,8 @@ class JobRunner(threading.Thread):
                 continue
         if self.job_dir.is_dir():
             write_json_atomic(self.job_dir / "processes.json", records)
-        self.event("started " + ", ".join(f"{role} (pid {pid})" for role, pid in pids.items()))
+        started = pids if new is None else new
+        self.event("started " + ", ".join(f"{role} (pid {pid})" for role, pid in started.items()))
 
     def _job_sink(self) -> supervisor.Sink:
         """Every replica's lines, time-stamped, in one file (like the job's Cloud Logging view)."""
@@ -229,13 +294,6 @@ class JobRunner(threading.Thread):
             )
         finally:
             (self.job_dir / "processes.json").unlink(missing_ok=True)
-
-    def _restart_budget(self, scheduling: dict[str, Any]) -> int:
-        """How often a failed cluster is started again: ``--restarts N``, or at least
-        `JOB_RESTART_LIMIT` when the job sets ``restartJobOnWorkerRestart``."""
-        if scheduling.get("restartJobOnWorkerRestart"):
-            return max(self.restarts, JOB_RESTART_LIMIT)
-        return self.restarts
 
     def _map_output_dir(self, spec: dict[str, Any]) -> str | None:
         """The local folder for the base output directory, recorded in the job (both names)."""
@@ -266,7 +324,7 @@ class JobRunner(threading.Thread):
             if scheduling.get("timeout")
             else DEFAULT_JOB_TIMEOUT_S
         )
-        restart_budget = self._restart_budget(scheduling)
+        policy = RestartPolicy.from_scheduling(scheduling)
         base_local = self._map_output_dir(spec)
         try:
             pools = prepare_pools(job, self.registry, self.job_dir, self.gcs_root)
@@ -276,24 +334,25 @@ class JobRunner(threading.Thread):
         for plan in pools:
             self.event(f"workerpool{plan.pool} x{plan.replica_count}: {plan.description}")
             self.event(f"workerpool{plan.pool} command: {' '.join(plan.argv)}")
+        self.event(f"restarts: {policy.describe()}")
 
         deadline = time.monotonic() + timeout
-        attempts = 1 + restart_budget
-        for attempt in range(1, attempts + 1):
+        job_restarts = job_retries = 0
+        attempt = 0
+        while True:
+            attempt += 1
             if self.cancel.is_set():
                 self._finish_cancelled()
                 return
             fields = {} if job.get("startTime") else {"startTime": now_rfc3339()}
             job = self.store.update(self.job_name, state="JOB_STATE_RUNNING", **fields) or job
-            self.event(f"state JOB_STATE_RUNNING (attempt {attempt} of {attempts})")
+            self.event(f"state JOB_STATE_RUNNING (attempt {attempt})")
             try:
-                result, pool_names = self._attempt(
-                    job, pools, base_local, attempt, attempts, deadline
-                )
+                result = self._attempt(job, pools, base_local, attempt, deadline, policy)
             except supervisor.ReplicaStartError as err:
                 self.set_state("JOB_STATE_FAILED", error=_error(CODE_INVALID_ARGUMENT, str(err)))
                 return
-            if result.ok:
+            if result.outcome == "succeeded":
                 self.set_state("JOB_STATE_SUCCEEDED")
                 return
             if result.outcome == "cancelled":
@@ -309,29 +368,53 @@ class JobRunner(threading.Thread):
                     ),
                 )
                 return
-            culprit = next(r for r in result.replicas if r.role == result.failed_role)
-            if attempt < attempts:
+            culprit, name = result.culprit, result.culprit_name
+            assert culprit is not None
+            if result.outcome == "restart_job" and job_restarts < restarts.REPLICA_RESTART_LIMIT:
+                job_restarts += 1
                 self.event(
-                    f"replica {pool_names[culprit.role]} ({culprit.role}) "
-                    f"{supervisor.describe_exit(culprit.returncode)}: restarting the whole "
-                    f"cluster (restart {attempt} of {restart_budget})"
+                    f"replica {name} ({culprit.role}) {restarts.exit_kind(culprit.returncode)}: "
+                    f"restartJobOnWorkerRestart restarts every replica (job restart "
+                    f"{job_restarts} of at most {restarts.REPLICA_RESTART_LIMIT})"
                 )
                 continue
-            self.set_state(
-                "JOB_STATE_FAILED",
-                error=_error(CODE_INVALID_ARGUMENT, self._failure(culprit, pool_names)),
-            )
+            if result.outcome == "retry_job" and job_retries < policy.job_retries:
+                job_retries += 1
+                self.event(
+                    f"replica {name} ({culprit.role}) failed again after "
+                    f"{restarts.REPLICA_RESTART_LIMIT} restarts in place: retrying the whole job "
+                    f"(retry {job_retries} of {policy.job_retries})"
+                )
+                continue
+            message = self._failure(culprit, name)
+            if result.outcome == "restart_job":
+                message += (
+                    f" The job had restarted {job_restarts} times "
+                    "(restartJobOnWorkerRestart); it is not restarted again."
+                )
+            elif result.outcome == "retry_job":
+                message += (
+                    f" It had been restarted {restarts.REPLICA_RESTART_LIMIT} times in place and "
+                    f"the job retried {job_retries} times."
+                )
+            if result.lone_restarts:
+                message = message.rstrip() + restarts.lone_restart_note(result.lone_restarts)
+            if result.outcome == "stalled":
+                message = (
+                    f"The job made no progress for {restarts.LONE_RESTART_STALL_S:g} s after "
+                    f"{', '.join(result.lone_restarts)} restarted alone; the local service stopped "
+                    "every replica (on Vertex the job would wait until its scheduling.timeout). "
+                    f"A MultiWorkerMirroredStrategy cluster cannot take one worker back. Fix: "
+                    f"{restarts.FLAG_FIX}."
+                )
+            self.set_state("JOB_STATE_FAILED", error=_error(CODE_INVALID_ARGUMENT, message))
             return
 
-    def _attempt(
-        self,
-        job: dict[str, Any],
-        pools: list[PoolPlan],
-        base_local: str | None,
-        attempt: int,
-        attempts: int,
-        deadline: float,
-    ) -> tuple[supervisor.SupervisorResult, dict[str, str]]:
+    def _launches(
+        self, job: dict[str, Any], pools: list[PoolPlan], base_local: str | None, attempt: int
+    ) -> tuple[list[supervisor.ReplicaLaunch], dict[str, str], bool]:
+        """Every replica's launch for one attempt (fresh ports), their Vertex names, and
+        whether pool 0 has a replica (the primary)."""
         counts = [0] * (max(p.pool for p in pools) + 1)
         for plan in pools:
             counts[plan.pool] = plan.replica_count
@@ -363,31 +446,120 @@ class JobRunner(threading.Thread):
                     log_path=self.job_dir / "logs" / f"{replica.role}.log",
                     cwd=plan.cwd,
                     header=(
-                        f"===== {now_rfc3339()} attempt {attempt} of {attempts}: {replica.role} "
+                        f"===== {now_rfc3339()} attempt {attempt}: {replica.role} "
                         f"({replica.pool_name}-{replica.index}) TF_CONFIG={cluster_vars['TF_CONFIG']}"
                     ),
                 )
             )
-        primary = ["chief-0"] if counts[0] else None
-        result = supervisor.supervise(
-            launches,
-            sink=self._job_sink(),
-            timeout=max(deadline - time.monotonic(), 0.001),
-            cancel=self.cancel,
-            primary_roles=primary,
-            linger_seconds=LINGER_AFTER_CHIEF_S,
-            grace_seconds=self.grace_seconds,
-            on_started=self._record_processes,
-        )
-        (self.job_dir / "processes.json").unlink(missing_ok=True)
-        for outcome in result.replicas:
-            self.event(
-                f"attempt {attempt}: {outcome.role} {supervisor.describe_exit(outcome.returncode)}"
-                + (" (stopped by the service)" if outcome.stopped else "")
-            )
-        return result, pool_names
+        return launches, pool_names, bool(counts[0])
 
-    def _failure(self, culprit: supervisor.ReplicaOutcome, pool_names: dict[str, str]) -> str:
+    def _attempt(
+        self,
+        job: dict[str, Any],
+        pools: list[PoolPlan],
+        base_local: str | None,
+        attempt: int,
+        deadline: float,
+        policy: RestartPolicy,
+    ) -> AttemptResult:
+        """One run of the whole cluster, each replica under its own supervisor so that one
+        can be restarted alone, in place, as Vertex does (`labkit.emulator.restarts`)."""
+        launches, pool_names, has_primary = self._launches(job, pools, base_local, attempt)
+        sink = self._job_sink()
+        pids: dict[str, int] = {}
+        pid_lock = threading.Lock()
+
+        def started(role_pids: Any) -> None:
+            with pid_lock:
+                pids.update(role_pids)
+                self._record_processes(dict(pids), new=dict(role_pids))
+
+        def start(launch: supervisor.ReplicaLaunch) -> _Slot:
+            slot = _Slot(launch, sink, deadline, self.grace_seconds, started)
+            slot.start()
+            return slot
+
+        slots = {launch.role: start(launch) for launch in launches}
+        by_role = {launch.role: launch for launch in launches}
+        restarts_in_place = dict.fromkeys(slots, 0)
+        lone: list[str] = []
+        lone_since: float | None = None
+        done: set[str] = set()
+        linger_deadline: float | None = None
+        result = AttemptResult("succeeded")
+        try:
+            while True:
+                now = time.monotonic()
+                if self.cancel.is_set():
+                    result = AttemptResult("cancelled")
+                    break
+                if now >= deadline:
+                    result = AttemptResult("timeout")
+                    break
+                ended = sorted(
+                    (s for r, s in slots.items() if r not in done and s.ended_at is not None),
+                    key=lambda s: s.ended_at or 0.0,
+                )
+                verdict = None
+                for slot in ended:
+                    role = slot.launch.role
+                    code = slot.outcome.returncode if slot.outcome else None
+                    if slot.outcome is not None and slot.outcome.stopped:
+                        continue  # stopped at the job's deadline: handled above
+                    if code == 0:
+                        done.add(role)
+                        continue
+                    name = pool_names[role]
+                    if is_permanent(code):
+                        verdict = AttemptResult("failed", slot.outcome, name, lone)
+                    elif policy.restart_job_on_worker_restart:
+                        verdict = AttemptResult("restart_job", slot.outcome, name, lone)
+                    elif restarts_in_place[role] >= restarts.REPLICA_RESTART_LIMIT:
+                        verdict = AttemptResult("retry_job", slot.outcome, name, lone)
+                    else:
+                        restarts_in_place[role] += 1
+                        self.event(
+                            f"replica {name} ({role}) {restarts.exit_kind(code)}: restarting it "
+                            f"alone, in place (restart {restarts_in_place[role]} of "
+                            f"{restarts.REPLICA_RESTART_LIMIT})"
+                        )
+                        if len(slots) > 1 and name not in lone:
+                            lone.append(name)
+                        lone_since = now
+                        slots[role] = start(by_role[role])
+                        continue
+                    break
+                if verdict is not None:
+                    result = verdict
+                    break
+                if len(done) == len(slots):
+                    break
+                primary_done = has_primary and "chief-0" in done
+                if primary_done and linger_deadline is None:
+                    linger_deadline = now + LINGER_AFTER_CHIEF_S
+                if linger_deadline is not None and now >= linger_deadline:
+                    break  # the primary finished: Vertex ends the job; the rest are stopped
+                if lone_since is not None and now - lone_since >= restarts.LONE_RESTART_STALL_S:
+                    result = AttemptResult("stalled", None, None, lone)
+                    break
+                time.sleep(ATTEMPT_POLL_S)
+        finally:
+            for slot in slots.values():
+                slot.stop.set()
+            for slot in slots.values():
+                slot.join()
+            (self.job_dir / "processes.json").unlink(missing_ok=True)
+        for role, slot in slots.items():
+            if slot.outcome is not None:
+                self.event(
+                    f"attempt {attempt}: {role} {supervisor.describe_exit(slot.outcome.returncode)}"
+                    + (" (stopped by the service)" if slot.outcome.stopped else "")
+                )
+        if result.outcome == "stalled":
+            result.culprit = next(iter(s.outcome for s in slots.values() if s.outcome), None)
+        return result
+
+    def _failure(self, culprit: supervisor.ReplicaOutcome, name: str | None) -> str:
         """Vertex's wording, plus the replica's role and the tail of its log."""
         code = culprit.returncode
         if code is not None and code > 0:
@@ -396,8 +568,8 @@ class JobRunner(threading.Thread):
             what = supervisor.describe_exit(code)
         tail = "\n".join(culprit.tail) or "(no output)"
         return (
-            f"The replica {pool_names[culprit.role]} ({culprit.role}) {what}. "
-            f"Its log: {culprit.log_path}\n--- last lines of {culprit.role} ---\n{tail}"
+            f"The replica {name} ({culprit.role}) {what}. "
+            f"Its log: {culprit.log_path}\n--- last lines of {culprit.role} ---\n{tail}\n"
         )
 
     def _finish_cancelled(self) -> None:

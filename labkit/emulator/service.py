@@ -89,7 +89,6 @@ class Service:
         state_dir: Path,
         gcs_root: Path,
         port: int,
-        restarts: int = 0,
         grace_seconds: float = 5.0,
     ) -> None:
         from labkit.emulator.dockerfile import ImageRegistry
@@ -97,7 +96,6 @@ class Service:
         self.state_dir = Path(state_dir).resolve()
         self.gcs_root = Path(gcs_root).resolve()
         self.port = port
-        self.restarts = restarts
         self.grace_seconds = grace_seconds
         self.store = JobStore(self.state_dir)
         self.registry: ImageRegistry = ImageRegistry(self.state_dir / "images.json")
@@ -166,7 +164,6 @@ class Service:
             self.store,
             self.registry,
             self.gcs_root,
-            self.restarts,
             self.stopping,
             grace_seconds=self.grace_seconds,
         )
@@ -417,7 +414,6 @@ class Service:
             "url": f"http://{HOST}:{self.port}",
             "stateDir": str(self.state_dir),
             "gcsRoot": str(self.gcs_root),
-            "restarts": self.restarts,
             "images": self.registry.images(),
             "python": sys.executable,
         }
