@@ -6,9 +6,16 @@ machine and every GPU is a line (replicas x unit price), priced from the table i
 always says it is an estimate and what it leaves out. The table and the machine catalog live
 in `labkit.specs` (the job-spec core), so a spec that validates is a spec this can price.
 
+Beside the job, the learner pays for the Workbench instance while reading (its machine type
+per hour, with the codelab's idle shutdown) and for the image kept in Artifact Registry; the
+estimate adds both into a whole-lab figure (`LabEstimate`). Next to every figure the text says
+where its price comes from: the page and the date it was read, or "not read from the pricing
+page" (issue 19). Spot VMs (``scheduling.strategy``) are not in the table: named as not covered.
+
 CLI::
 
-    python -m labkit cost FILE.json --hours 0.5
+    python -m labkit cost FILE.json --hours 0.5 [--instance-hours 2 --image-gb 4]
+    python -m labkit cost --codelab          # the codelab's section-7 spec beside its "about 5 USD"
 """
 
 from __future__ import annotations
@@ -37,10 +44,16 @@ __all__ = [
     "PRICE_FILE",
     "CostEstimate",
     "CostLine",
+    "LabEstimate",
     "PriceTable",
+    "codelab_section7_specs",
     "estimate_cost",
     "load_price_table",
 ]
+
+DEFAULT_INSTANCE_HOURS = 2.0  # assumed: reading and running the notebooks, plus idle shutdown
+DEFAULT_IMAGE_GB = 4.0  # assumed: the kit's image on tensorflow/tensorflow:*-gpu, compressed
+DEFAULT_STORAGE_MONTHS = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +78,116 @@ class CostLine:
 
 
 @dataclasses.dataclass(frozen=True)
+class LabEstimate:
+    """The whole lab: the Workbench instance's hours + the job + the image's storage."""
+
+    job_total: float
+    instance_hours: float
+    image_gb: float
+    storage_months: float
+    table: PriceTable
+
+    @property
+    def instance_per_hour(self) -> float:
+        return float(self.table.workbench["per_hour"])
+
+    @property
+    def instance_total(self) -> float:
+        return self.instance_per_hour * self.instance_hours
+
+    @property
+    def storage_total(self) -> float:
+        ar = self.table.artifact_registry
+        billable = max(self.image_gb - float(ar["free_gb"]), 0.0)
+        return billable * float(ar["per_gb_month"]) * self.storage_months
+
+    @property
+    def total(self) -> float:
+        return self.job_total + self.instance_total + self.storage_total
+
+    @property
+    def mixed_provenance(self) -> str:
+        """The whole-lab sum's caveat: its parts' provenances differ."""
+        return f"{self.table.training_read}, except the image storage's price"
+
+    def to_dict(self) -> dict[str, Any]:
+        wb, ar = self.table.workbench, self.table.artifact_registry
+        return {
+            "instance": {
+                "machine_type": wb["machine_type"],
+                "idle_shutdown_minutes": wb["idle_shutdown_minutes"],
+                "per_hour": self.instance_per_hour,
+                "hours": self.instance_hours,
+                "total": self.instance_total,
+                "source": wb["source"],
+                "read": wb["read"],
+            },
+            "image_storage": {
+                "gb": self.image_gb,
+                "months": self.storage_months,
+                "total": self.storage_total,
+                "source": ar["source"],
+                "read": ar["read"],
+            },
+            "job_total": self.job_total,
+            "total": self.total,
+        }
+
+    def __str__(self) -> str:
+        t, cur = self.table, self.table.currency
+        wb, ar = t.workbench, t.artifact_registry
+        return "\n".join(
+            [
+                ("Whole lab (ESTIMATE):"),
+                (
+                    "  Workbench instance {machine} (idle shutdown after {idle} min): "
+                    "{rate:.4f} {cur}/h x {hours:g} h = {total:.2f} {cur} [{read}]"
+                ).format(
+                    machine=wb["machine_type"],
+                    idle=wb["idle_shutdown_minutes"],
+                    rate=self.instance_per_hour,
+                    cur=cur,
+                    hours=self.instance_hours,
+                    total=self.instance_total,
+                    read=wb["read"],
+                ),
+                (f"  Training job (above): {self.job_total:.2f} {cur} [{t.training_read}]"),
+                (
+                    "  Artifact Registry storage of the image: {gb:g} GB, first {free:g} GB free, "
+                    "{rate:.2f} {cur}/GB-month x {months:g} month = {total:.2f} {cur} [{read}]"
+                ).format(
+                    gb=self.image_gb,
+                    free=float(ar["free_gb"]),
+                    rate=float(ar["per_gb_month"]),
+                    cur=cur,
+                    months=self.storage_months,
+                    total=self.storage_total,
+                    read=ar["read"],
+                ),
+                (
+                    f"  Whole lab: {self.total:.2f} {cur} (instance hours and image size are "
+                    f"assumptions: pass your own) [{self.mixed_provenance}]"
+                ),
+            ]
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class CostEstimate:
     lines: tuple[CostLine, ...]
     hours: float
     table: PriceTable
+    spot: bool = False  # the spec asked for Spot VMs (scheduling.strategy SPOT)
+    codelab_spec: bool = False  # the codelab's section-7 spec (2 pools of n1-standard-8 + V100)
+
+    def lab(
+        self,
+        instance_hours: float = DEFAULT_INSTANCE_HOURS,
+        image_gb: float = DEFAULT_IMAGE_GB,
+        storage_months: float = DEFAULT_STORAGE_MONTHS,
+    ) -> LabEstimate:
+        """This job inside the whole lab (instance hours + image storage)."""
+        return LabEstimate(self.total, instance_hours, image_gb, storage_months, self.table)
 
     @property
     def per_hour(self) -> float:
@@ -84,6 +203,9 @@ class CostEstimate:
             "region": self.table.region,
             "currency": self.table.currency,
             "prices_read": self.table.prices_read,
+            "prices_provenance": self.table.training_read,
+            "spot": self.table.spot,
+            "lab": self.lab().to_dict(),
             "hours": self.hours,
             "per_hour": self.per_hour,
             "total": self.total,
@@ -99,25 +221,42 @@ class CostEstimate:
         head = gettext(
             "ESTIMATE, not a bill: Vertex AI custom training list prices for {region}, "
             "read {read} ({source})."
-        ).format(region=t.region, read=t.prices_read, source=t.source)
+        ).format(region=t.region, read=t.prices_read, source=f"{t.source}; {t.training_read}")
+        tag = f"[{t.training_read}]"
         rows = [
             f"{'pool':<4} {'role':<8} {'item':<20} {'qty':>4} {'unit/h':>10} {'per hour':>10} {'total':>10}"
         ]
         for line in self.lines:
             rows.append(
                 f"{line.pool:<4} {line.role[:8]:<8} {line.item:<20} {line.quantity:>4} "
-                f"{line.unit_price:>10.4f} {line.per_hour:>10.4f} {line.total:>10.2f}"
+                f"{line.unit_price:>10.4f} {line.per_hour:>10.4f} {line.total:>10.2f} {tag}"
             )
         rows.append(
             f"{'':<4} {'':<8} {'sum':<20} {'':>4} {'':>10} {self.per_hour:>10.4f} "
-            f"{self.total:>10.2f}"
+            f"{self.total:>10.2f} {tag}"
         )
         tail = [
             gettext(
                 "Estimated total for {hours:g} h: {total:.2f} {cur} ({per_hour:.4f} {cur} per hour)."
-            ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour),
+            ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour)
+            + f" {tag}",
             gettext("Not included: {excludes}.").format(excludes=t.excludes),
+            ("This spec asks for Spot VMs. " if self.spot else "") + t.spot,
         ]
+        lab = self.lab()
+        tail.append(str(lab))
+        if self.codelab_spec and t.codelab:
+            tail.append(
+                (
+                    "The codelab says about {says} {cur} for the whole lab; this estimate of "
+                    "the whole lab: {total:.2f} {cur} [{mixed}]."
+                ).format(
+                    says=t.codelab["says_total_usd"],
+                    cur=cur,
+                    total=lab.total,
+                    mixed=lab.mixed_provenance,
+                )
+            )
         return "\n".join([head, *rows, *tail])
 
 
@@ -162,26 +301,90 @@ def estimate_cost(doc: Any, hours: float, table: PriceTable | None = None) -> Co
             )
     if not lines:
         raise ValueError("the spec has no pools to price. Fix: add pool 0, the chief.")
-    return CostEstimate(tuple(lines), float(hours), table)
+    return CostEstimate(
+        tuple(lines), float(hours), table, _asks_for_spot(doc), _is_codelab_spec(doc, table)
+    )
+
+
+def _asks_for_spot(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    scheduling = snake_keys(doc).get("scheduling") or {}
+    return str(scheduling.get("strategy", "")).upper() == "SPOT"
+
+
+def _is_codelab_spec(doc: Any, table: PriceTable) -> bool:
+    """Two pools of one replica each, each the codelab's section-7 machine and GPU."""
+    if not table.codelab:
+        return False
+    want = table.codelab["section7_pool"]
+    pools = [snake_keys(p) for p in pools_of(doc) if isinstance(p, dict) and p]
+    return len(pools) == table.codelab["section7_pools"] and all(
+        as_int(p.get("replica_count")) == 1
+        and {k: (p.get("machine_spec") or {}).get(k) for k in want}
+        == {k: v for k, v in want.items()}
+        for p in pools
+    )
+
+
+def codelab_section7_specs(image_uri: str = "gcr.io/PROJECT/multiworker:cassava") -> list[dict]:
+    """The codelab's section-7 worker pool specs: chief + 1 worker, n1-standard-8 + 1 V100."""
+    want = load_price_table().codelab["section7_pool"]
+    pool = {
+        "replica_count": 1,
+        "machine_spec": dict(want),
+        "container_spec": {"image_uri": image_uri},
+    }
+    return [pool, json.loads(json.dumps(pool))]
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m labkit cost", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("file", help="JSON: a list of pools, or {'worker_pool_specs': [...], ...}")
-    parser.add_argument("--hours", type=float, required=True, help="expected job duration in hours")
+    parser.add_argument(
+        "file", nargs="?", help="JSON: a list of pools, or {'worker_pool_specs': [...], ...}"
+    )
+    parser.add_argument(
+        "--codelab",
+        action="store_true",
+        help="price the codelab's section-7 spec (2 pools of n1-standard-8 + 1 V100) instead",
+    )
+    parser.add_argument("--hours", type=float, default=None, help="expected job duration in hours")
+    parser.add_argument(
+        "--instance-hours",
+        type=float,
+        default=DEFAULT_INSTANCE_HOURS,
+        help=f"hours the Workbench instance runs (default {DEFAULT_INSTANCE_HOURS:g})",
+    )
+    parser.add_argument(
+        "--image-gb",
+        type=float,
+        default=DEFAULT_IMAGE_GB,
+        help=f"size of the image in Artifact Registry (default {DEFAULT_IMAGE_GB:g} GB)",
+    )
     parser.add_argument(
         "--prices", help="another price table (JSON, same layout as labkit/prices.json)"
     )
     parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
     ns = parser.parse_args(argv)
+    if bool(ns.file) == ns.codelab:
+        parser.error("give a spec FILE or --codelab (one of them)")
+    hours = ns.hours if ns.hours is not None else (0.5 if ns.codelab else None)
+    if hours is None:
+        parser.error("--hours is required with a spec FILE (the expected job duration)")
     try:
         table = load_price_table(ns.prices)
-        estimate = estimate_cost(load_document(ns.file), ns.hours, table)
+        doc = codelab_section7_specs() if ns.codelab else load_document(ns.file)
+        estimate = estimate_cost(doc, hours, table)
     except (SpecFileError, ValueError, KeyError) as err:
         message = err.args[0] if isinstance(err, KeyError) else str(err)
         print(f"error: {message}", file=sys.stderr)
         return 2
-    print(json.dumps(estimate.to_dict(), indent=2) if ns.json else estimate)
+    lab = estimate.lab(ns.instance_hours, ns.image_gb)
+    if ns.json:
+        print(json.dumps({**estimate.to_dict(), "lab": lab.to_dict()}, indent=2))
+        return 0
+    text = str(estimate)
+    print(text.replace(str(estimate.lab()), str(lab)))
     return 0

@@ -91,6 +91,65 @@ def test_the_text_says_estimate_region_date_and_what_is_left_out(table):
     assert "Not included: boot disks" in text
 
 
+def test_every_figure_carries_its_provenance(table):
+    """Issue 19: the caveat is printed where each figure is shown, not only in the JSON."""
+    text = str(cost.estimate_cost(build_worker_pool_specs(AR_IMAGE, workers=1), 0.5, table=table))
+    figures = [line for line in text.splitlines() if any(ch.isdigit() for ch in line)]
+    for line in figures:
+        if line.startswith(("ESTIMATE", "Whole lab (ESTIMATE)")):
+            continue
+        assert "not read from the pricing page" in line or "pricing page, read 2026-12-04" in (
+            line
+        ), line
+    assert "Spot VMs (scheduling.strategy = SPOT)" in text and "not covered" in text
+
+
+def test_whole_lab_adds_the_workbench_instance_and_the_image_storage(table):
+    estimate = cost.estimate_cost(build_worker_pool_specs(AR_IMAGE, workers=1), 0.5, table=table)
+    lab = estimate.lab(instance_hours=3, image_gb=5.5)
+    # by hand: instance 0.189999 x 3; storage (5.5 - 0.5) GB x 0.10 x 1 month; job 0.21849885
+    assert math.isclose(lab.instance_total, 0.189999 * 3, abs_tol=1e-9)
+    assert math.isclose(lab.storage_total, 0.5, abs_tol=1e-9)
+    assert math.isclose(lab.total, 0.189999 * 3 + 0.5 + 2 * N1_STANDARD_4 * 0.5, abs_tol=1e-9)
+    text = str(lab)
+    assert "Workbench instance n1-standard-4 (idle shutdown after 60 min): 0.1900 USD/h" in text
+    assert "Artifact Registry pricing page, read 2026-12-04" in text
+    assert (
+        cost.estimate_cost(build_worker_pool_specs(AR_IMAGE), 1, table=table)
+        .lab(image_gb=0.4)
+        .storage_total
+        == 0
+    )  # under the free 0.5 GB
+
+
+def test_codelab_section7_spec_is_shown_beside_its_about_5_usd(table, capsys):
+    estimate = cost.estimate_cost(cost.codelab_section7_specs(), hours=0.5, table=table)
+    assert estimate.codelab_spec
+    # by hand: 2 x (0.4369977 + 2.852) x 0.5 h = 3.2889977
+    assert math.isclose(estimate.total, 2 * (N1_STANDARD_8 + V100) * 0.5, abs_tol=1e-9)
+    lab_total = estimate.total + 0.189999 * 2 + 3.5 * 0.10
+    assert (
+        f"The codelab says about 5 USD for the whole lab; this estimate of the whole lab: "
+        f"{lab_total:.2f} USD [not read from the pricing page, except the image storage's price]."
+        in str(estimate)
+    )
+    assert cost.main(["--codelab"]) == 0
+    out = capsys.readouterr().out
+    assert "n1-standard-8" in out and "NVIDIA_TESLA_V100" in out and "about 5 USD" in out
+    assert not cost.estimate_cost(
+        build_worker_pool_specs(AR_IMAGE, workers=1), 0.5, table=table
+    ).codelab_spec
+
+
+def test_spot_strategy_is_named_as_not_covered(table):
+    doc = {
+        "worker_pool_specs": build_worker_pool_specs(AR_IMAGE),
+        "scheduling": {"strategy": "SPOT"},
+    }
+    text = str(cost.estimate_cost(doc, 1, table=table))
+    assert "This spec asks for Spot VMs. Spot VMs (scheduling.strategy = SPOT)" in text
+
+
 def test_placeholder_pools_cost_nothing_and_camel_case_is_read(table):
     rest = [
         {
