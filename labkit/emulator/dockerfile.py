@@ -20,9 +20,8 @@ import sys
 import threading
 from pathlib import Path
 
-from dockerfile_parse import DockerfileParser
-
-from labkit.supervisor import with_current_python
+# dockerfile_parse and labkit.supervisor are imported where a job's image is resolved, not
+# when the service starts (bench/service.py measures start-to-first-response).
 
 # Variables whose container values make no sense on the host: the host's own are kept.
 HOST_ONLY_ENV = frozenset({"PATH", "LD_LIBRARY_PATH", "HOME", "PYTHONHOME", "HOSTNAME"})
@@ -113,6 +112,8 @@ def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile
             f"image {image_uri} is registered to the build context {context}, which has no "
             f"{dockerfile}; register the folder that holds the image's Dockerfile."
         )
+    from dockerfile_parse import DockerfileParser
+
     parser = DockerfileParser(path=str(path))
     stages: dict[str, _Stage] = {}
     stage: _Stage | None = None
@@ -184,6 +185,8 @@ def container_argv(plan: ImagePlan, command: list[str] | None, args: list[str] |
         argv = list(plan.entrypoint) + extra
     else:
         argv = list(args) if args else list(plan.cmd or [])
+    from labkit.supervisor import with_current_python
+
     return with_current_python(argv)
 
 
