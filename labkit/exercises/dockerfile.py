@@ -285,7 +285,7 @@ def run_container_job(
         staging_bucket=settings.bucket_uri,
         labels=dict(settings.labels),
     )
-    job.run()
+    job.run(**specs.restart_kwargs(pools))  # every replica restarts together (MWMS)
     print("state:", job.state.name)
     return job
 
