@@ -19,6 +19,7 @@ from typing import Any
 from labkit.emulator import control
 from labkit.paths import REPO_ROOT
 from labkit.settings import Settings
+from labkit.supervisor import is_cpp_log_line
 
 
 def ensure_local_service(
@@ -113,10 +114,21 @@ def job_logs(
 
 
 def print_job_logs(job: Any, *, tail: int | None = 40, **kwargs: Any) -> None:
-    """Print a local job's logs, one section per replica (for a notebook cell)."""
+    """Print a local job's logs, one section per replica (for a notebook cell).
+
+    TensorFlow's C++ start-up logging (oneDNN, CUDA, absl) is left out, as in the cluster
+    runner's notebook view: it says nothing about the job, and the full log stays with the
+    service (``python -m labkit emulator logs JOB``)."""
     for role, text in job_logs(job, tail=tail, **kwargs).items():
+        lines = text.rstrip().splitlines()
+        shown = [line for line in lines if not is_cpp_log_line(line)]
         print(f"----- {role} -----")
-        print(text.rstrip())
+        print("\n".join(shown))
+        if len(shown) < len(lines):
+            print(
+                f"({len(lines) - len(shown)} TensorFlow start-up log lines left out; "
+                f"all of them: python -m labkit emulator logs {_job_name(job)})"
+            )
 
 
 def job_resource(job: Any, *, settings: Settings | None = None, port: int | None = None) -> dict:
