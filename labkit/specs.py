@@ -500,6 +500,15 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
     problems: list[Problem] = []
     machine = str(machine_spec["machine_type"])
     family = _family(machine)
+    if family not in ("n1", *CPU_ONLY_FAMILIES, *ACCELERATOR_FAMILIES):
+        return [
+            Problem(
+                f"{at}.machine_spec.machine_type",
+                f"{machine!r} is not a machine type of a family Vertex AI trains on "
+                f"(known: {', '.join(sorted(('n1', *CPU_ONLY_FAMILIES, *ACCELERATOR_FAMILIES)))}).",
+                'use a Compute Engine machine type such as "n1-standard-4" (the codelab\'s).',
+            )
+        ], 0
     accel = machine_spec.get("accelerator_type") or None
     if accel == NO_ACCELERATOR:
         accel = None

@@ -127,7 +127,7 @@ def console(tmp_path):
     app = create_app(service)
     # the page reads the lab's saved settings; here the test's own
     mount = next(r for r in app.routes if getattr(r, "path", "") == "/console")
-    mount.app.state.console._settings = SETTINGS
+    mount.app.app.state.console._settings = SETTINGS  # the console app, built now
     yield TestClient(app)
     service.shutdown()
 

@@ -551,3 +551,17 @@ def test_python_dash_m_labkit_spec_validate(tmp_path):
     )
     assert done.returncode == 2
     assert "2 problem(s)" in done.stdout
+
+
+def test_a_machine_of_no_known_family_is_refused_as_vertex_would_not_as_unpriced():
+    pools = [
+        {
+            "machine_spec": {"machine_type": "x9-unknown-4"},
+            "replica_count": 1,
+            "container_spec": {"image_uri": "us-central1-docker.pkg.dev/p/r/i:1"},
+        }
+    ]
+    (problem,) = specs.validate_worker_pool_specs(pools)
+    assert problem.path == "workerPoolSpecs[0].machineSpec.machineType"
+    assert problem.vertex_rejects and "not a machine type of a family" in problem.message
+    assert "no checked price" not in problem.message and "n1-standard-4" in problem.fix

@@ -249,12 +249,17 @@ class _BuiltOnFirstRequest:
         self._app: Any = None
         self._lock = threading.Lock()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    @property
+    def app(self) -> Any:
+        """The built app (built now if no request has come yet)."""
         if self._app is None:
             with self._lock:
                 if self._app is None:
                     self._app = self._build()
-        await self._app(scope, receive, send)
+        return self._app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
 
 
 def bind(port: int) -> socket.socket:
