@@ -7,7 +7,11 @@ others are pool 1's workers, as in the codelab's job; without it all N are ``wor
 tasks (TensorFlow's layout, worker 0 acting as chief). One failing replica stops the rest
 within seconds; the exit status is 0 only when every replica succeeded.
 
-    python -m labkit cluster --workers 2 --chief --logs runs/logs -- python -m trainer.task --epochs 1
+    python -m labkit cluster --workers 2 --chief --base-output-dir runs/mwms -- python -m trainer.task --epochs 1
+
+``--base-output-dir`` stands for the job's model output directory: like Vertex, the runner
+sets AIP_MODEL_DIR (and the checkpoint and TensorBoard folders) only from it, and the kit's
+trainer refuses to start in a cluster without one (or its own ``--model-dir``).
 """
 
 from __future__ import annotations
@@ -195,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m labkit cluster",
         description="Run COMMAND as N local replicas with the TF_CONFIG Vertex AI would set.",
-        epilog="example: python -m labkit cluster --workers 2 --chief -- python -m trainer.task",
+        epilog="example: python -m labkit cluster --workers 2 --chief --base-output-dir runs/mwms "
+        "-- python -m trainer.task",
     )
     parser.add_argument("--workers", type=int, required=True, help="total number of replicas")
     parser.add_argument(
