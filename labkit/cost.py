@@ -219,9 +219,10 @@ class CostEstimate:
         t = self.table
         cur = t.currency
         head = gettext(
-            "ESTIMATE, not a bill: Vertex AI custom training list prices for {region}, "
-            "read {read} ({source})."
-        ).format(region=t.region, read=t.prices_read, source=f"{t.source}; {t.training_read}")
+            "ESTIMATE, not a bill: Vertex AI custom training list prices for {region} from the "
+            "kit's table of {read} (labkit/prices.json), meant to match the {source}: "
+            "{provenance}."
+        ).format(region=t.region, read=t.prices_read, source=t.source, provenance=t.training_read)
         tag = f"[{t.training_read}]"
         rows = [
             f"{'pool':<4} {'role':<8} {'item':<20} {'qty':>4} {'unit/h':>10} {'per hour':>10} {'total':>10}"

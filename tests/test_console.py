@@ -163,6 +163,7 @@ def test_the_page_speaks_zh_cn_with_googles_console_terms(console):
     ):
         assert words in page, words
     assert 'lang="zh-CN"' in page
+    assert "估算，而非账单" in page  # the cost estimate follows ?hl=, not the process's language
 
 
 def test_invalid_form_answers_400_with_every_error_on_its_field(console):

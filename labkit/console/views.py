@@ -197,20 +197,23 @@ class Console:
             args=trainer_args(s.knobs(profile="job")),
         )
 
-    def _estimate(self, form: forms.CreateForm) -> tuple[str, str]:
-        """The kit's cost estimate for the pools entered (or why there is none)."""
+    def _estimate(self, form: forms.CreateForm, lang: str) -> tuple[str, str]:
+        """The kit's cost estimate for the pools entered (or why there is none), in the
+        page's language (``?hl=``), not the process's."""
+        from labkit import i18n
         from labkit.cost import estimate_cost
 
         try:
             hours = float(form.hours)
-            return str(estimate_cost(form.worker_pool_specs(), hours)), ""
+            with i18n.using(lang):
+                return str(estimate_cost(form.worker_pool_specs(), hours)), ""
         except (ValueError, KeyError) as err:
             return "", str(err.args[0] if err.args else err)
 
     def _create_page(
         self, request: Request, form: forms.CreateForm, errors: dict[str, list[str]], status: int
     ) -> HTMLResponse:
-        estimate, estimate_error = self._estimate(form)
+        estimate, estimate_error = self._estimate(form, _language(request))
         s = self.settings()
         return self.render(
             request,
@@ -259,7 +262,7 @@ class Console:
         return self._create_page(request, form, forms.errors_by_field(problems), 400)
 
     async def estimate(self, request: Request) -> Response:
-        estimate, error = self._estimate(await self._posted(request))
+        estimate, error = self._estimate(await self._posted(request), _language(request))
         return JSONResponse({"estimate": estimate, "error": error})
 
     def _name(self, request: Request) -> tuple[str, str]:
