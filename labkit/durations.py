@@ -46,19 +46,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit import paths
+from labkit import lab, paths
 
 MEASUREMENTS_FILE = paths.REPO_ROOT / "bench" / "measurements.json"
 README = paths.REPO_ROOT / "README.md"
-NOTEBOOK_DIR = paths.REPO_ROOT / "notebooks"
-LAB_NOTEBOOKS = (
-    "00_environment_setup",
-    "01_data_exploration",
-    "02_single_gpu_baseline",
-    "03_mwms_trainer",
-    "04_sdk_job_submission",
-    "05_cleanup",
-)
+NOTEBOOK_DIR = lab.NOTEBOOK_DIR
+LAB_NOTEBOOKS = lab.NOTEBOOKS  # one list of the lab's notebooks, the lab runner's
 PER_NOTEBOOK_LINE = re.compile(r"^Per notebook in the last `make lab`[^\n]*$", re.M)
 
 # The codelab's own figures (seed text, zh-CN): (low s, high s, what, its words).
