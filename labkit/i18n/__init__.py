@@ -18,7 +18,8 @@ Error messages stay English, as TensorFlow's do.
 Public API (kept stable; the console page uses it): ``LANGUAGES``, ``DEFAULT_LANGUAGE``,
 ``normalize_language``, ``current_language``, ``set_language``, ``translator``,
 ``Translator``, ``gettext`` (alias ``_``), ``term``, ``glossary``, ``Term``, ``using`` (a
-language for one block, e.g. one web request).
+language for one block, e.g. one web request), ``text_table`` / ``display_width`` (plain-text
+tables that stay aligned when cells hold Chinese, see ``tables.py``).
 """
 
 from __future__ import annotations
@@ -210,6 +211,8 @@ def gettext(message: str, lang: str | None = None) -> str:
 
 _ = gettext
 
+from labkit.i18n.tables import display_width, text_table  # noqa: E402  (after the API it extends)
+
 __all__ = [
     "DEFAULT_LANGUAGE",
     "LANGUAGES",
@@ -217,11 +220,13 @@ __all__ = [
     "Translator",
     "_",
     "current_language",
+    "display_width",
     "gettext",
     "glossary",
     "normalize_language",
     "set_language",
     "term",
+    "text_table",
     "translator",
     "using",
 ]
