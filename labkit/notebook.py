@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import paths
-from labkit.i18n import gettext
+from labkit.i18n import gettext, text_table
 from labkit.settings import Settings
 
 RESULTS_FILE = "results.json"
@@ -175,12 +175,7 @@ class Table:
         keys = self._columns()
         cols = [gettext(c) for c in keys]
         cells = [[self._cell(row.get(c)) for c in keys] for row in self.rows]
-        widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(cols)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
-        lines += [
-            "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells
-        ]
-        return "\n".join(lines)
+        return text_table(cols, cells)  # padded by display width: Chinese cells stay aligned
 
     def _repr_html_(self) -> str:
         cols = self._columns()
