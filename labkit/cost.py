@@ -26,7 +26,7 @@ import json
 import sys
 from typing import Any
 
-from labkit.i18n import gettext
+from labkit.i18n import gettext, text_table
 from labkit.specs import (
     NO_ACCELERATOR,
     POOL_ROLES,
@@ -108,7 +108,9 @@ class LabEstimate:
     @property
     def mixed_provenance(self) -> str:
         """The whole-lab sum's caveat: its parts' provenances differ."""
-        return f"{self.table.training_read}, except the image storage's price"
+        return gettext("{read}, except the image storage's price").format(
+            read=gettext(self.table.training_read)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         wb, ar = self.table.workbench, self.table.artifact_registry
@@ -138,8 +140,8 @@ class LabEstimate:
         wb, ar = t.workbench, t.artifact_registry
         return "\n".join(
             [
-                ("Whole lab (ESTIMATE):"),
-                (
+                gettext("Whole lab (ESTIMATE):"),
+                gettext(
                     "  Workbench instance {machine} (idle shutdown after {idle} min): "
                     "{rate:.4f} {cur}/h x {hours:g} h = {total:.2f} {cur} [{read}]"
                 ).format(
@@ -149,10 +151,12 @@ class LabEstimate:
                     cur=cur,
                     hours=self.instance_hours,
                     total=self.instance_total,
-                    read=wb["read"],
+                    read=gettext(wb["read"]),
                 ),
-                (f"  Training job (above): {self.job_total:.2f} {cur} [{t.training_read}]"),
-                (
+                gettext("  Training job (above): {total:.2f} {cur} [{read}]").format(
+                    total=self.job_total, cur=cur, read=gettext(t.training_read)
+                ),
+                gettext(
                     "  Artifact Registry storage of the image: {gb:g} GB, first {free:g} GB free, "
                     "{rate:.2f} {cur}/GB-month x {months:g} month = {total:.2f} {cur} [{read}]"
                 ).format(
@@ -162,12 +166,12 @@ class LabEstimate:
                     cur=cur,
                     months=self.storage_months,
                     total=self.storage_total,
-                    read=ar["read"],
+                    read=gettext(ar["read"]),
                 ),
-                (
-                    f"  Whole lab: {self.total:.2f} {cur} (instance hours and image size are "
-                    f"assumptions: pass your own) [{self.mixed_provenance}]"
-                ),
+                gettext(
+                    "  Whole lab: {total:.2f} {cur} (instance hours and image size are "
+                    "assumptions: pass your own) [{mixed}]"
+                ).format(total=self.total, cur=cur, mixed=self.mixed_provenance),
             ]
         )
 
@@ -222,33 +226,41 @@ class CostEstimate:
             "ESTIMATE, not a bill: Vertex AI custom training list prices for {region} from the "
             "kit's table of {read} (labkit/prices.json), meant to match the {source}: "
             "{provenance}."
-        ).format(region=t.region, read=t.prices_read, source=t.source, provenance=t.training_read)
-        tag = f"[{t.training_read}]"
-        rows = [
-            f"{'pool':<4} {'role':<8} {'item':<20} {'qty':>4} {'unit/h':>10} {'per hour':>10} {'total':>10}"
-        ]
-        for line in self.lines:
-            rows.append(
-                f"{line.pool:<4} {line.role[:8]:<8} {line.item:<20} {line.quantity:>4} "
-                f"{line.unit_price:>10.4f} {line.per_hour:>10.4f} {line.total:>10.2f} {tag}"
-            )
-        rows.append(
-            f"{'':<4} {'':<8} {'sum':<20} {'':>4} {'':>10} {self.per_hour:>10.4f} "
-            f"{self.total:>10.2f} {tag}"
+        ).format(
+            region=t.region,
+            read=t.prices_read,
+            source=gettext(t.source),
+            provenance=gettext(t.training_read),
         )
+        tag = f"[{gettext(t.training_read)}]"
+        cells = [
+            [line.pool, gettext(line.role)[:8], line.item, line.quantity]
+            + [f"{line.unit_price:.4f}", f"{line.per_hour:.4f}", f"{line.total:.2f}", tag]
+            for line in self.lines
+        ]
+        cells.append(["", "", gettext("sum"), "", "", f"{self.per_hour:.4f}"])
+        cells[-1] += [f"{self.total:.2f}", tag]
+        rows = text_table(
+            [gettext(h) for h in ("pool", "role", "item", "qty", "unit/h", "per hour", "total")]
+            + [""],
+            cells,
+            align="<<<>>>><",
+            sep=" ",
+            min_widths=(4, 8, 20, 4, 10, 10, 10, 0),  # the layout notebook 04's reference pins
+        ).splitlines()
         tail = [
             gettext(
                 "Estimated total for {hours:g} h: {total:.2f} {cur} ({per_hour:.4f} {cur} per hour)."
             ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour)
             + f" {tag}",
-            gettext("Not included: {excludes}.").format(excludes=t.excludes),
-            ("This spec asks for Spot VMs. " if self.spot else "") + t.spot,
+            gettext("Not included: {excludes}.").format(excludes=gettext(t.excludes)),
+            (gettext("This spec asks for Spot VMs. ") if self.spot else "") + gettext(t.spot),
         ]
         lab = self.lab()
         tail.append(str(lab))
         if self.codelab_spec and t.codelab:
             tail.append(
-                (
+                gettext(
                     "The codelab says about {says} {cur} for the whole lab; this estimate of "
                     "the whole lab: {total:.2f} {cur} [{mixed}]."
                 ).format(

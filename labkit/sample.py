@@ -43,6 +43,7 @@ import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
 from labkit import paths
+from labkit.i18n import gettext, text_table
 
 # --------------------------------------------------------------------------------------
 # What the real dataset looks like (the TFDS `cassava` builder, cassavaleafdata.zip)
@@ -762,14 +763,19 @@ def _matches(manifest: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
 
 def format_counts(counts: Counts) -> str:
-    """A split x class table of image counts."""
-    header = f"{'split':<11}" + "".join(f"{c:>9}" for c in CLASSES) + f"{'total':>9}"
-    rows = [header]
-    for split in SPLITS:
-        per_class = counts[split]
-        cells = "".join(f"{per_class[c]:>9}" for c in CLASSES)
-        rows.append(f"{split:<11}{cells}{sum(per_class.values()):>9}")
-    return "\n".join(rows)
+    """A split x class table of image counts, in the edition's words (class names stay the
+    dataset's own)."""
+    rows = [
+        [gettext(split), *(counts[split][c] for c in CLASSES), sum(counts[split].values())]
+        for split in SPLITS
+    ]
+    return text_table(
+        [gettext("split"), *CLASSES, gettext("total")],
+        rows,
+        align="<" + ">" * (len(CLASSES) + 1),
+        sep=" ",
+        min_widths=(11, *[8] * (len(CLASSES) + 1)),  # the English layout: 11, then 9 a column
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -817,10 +823,21 @@ def main(argv: list[str]) -> int:
         print(f"labkit sample: {err}", file=sys.stderr)
         return 2
     elapsed = time.perf_counter() - started
-    print(f"SYNTHETIC cassava sample ({info.size}, seed {info.seed}), ready in {elapsed:.1f} s")
-    print(f"images:   {info.images_dir}")
-    print(f"tfds dir: {info.tfds_data_dir}")
-    print(f"          tfds.load('cassava', data_dir='{info.tfds_data_dir}')")
-    print(f"          python -m trainer.task --data tfds:cassava --data-dir {info.tfds_data_dir}")
+    print(
+        gettext("SYNTHETIC cassava sample ({size}, seed {seed}), ready in {elapsed:.1f} s").format(
+            size=info.size, seed=info.seed, elapsed=elapsed
+        )
+    )
+    print(
+        text_table(
+            [gettext("images:"), info.images_dir],
+            [
+                [gettext("tfds dir:"), info.tfds_data_dir],
+                ["", f"tfds.load('cassava', data_dir='{info.tfds_data_dir}')"],
+                ["", f"python -m trainer.task --data tfds:cassava --data-dir {info.tfds_data_dir}"],
+            ],
+            sep=" ",
+        )
+    )
     print(format_counts(info.counts))
     return 0

@@ -33,19 +33,26 @@ def text_table(
     rows: Sequence[Sequence[Any]],
     align: str | Sequence[str] = "<",
     sep: str = "  ",
+    min_widths: Sequence[int] | None = None,
 ) -> str:
     """Header and rows as aligned text. ``align``: one of ``<``/``>`` for every column or one
-    per column (numbers read best right-aligned). Cells are shown with ``str``; trailing
-    spaces are trimmed so nbval reference outputs stay stable."""
+    per column, e.g. ``"<<>"`` (numbers read best right-aligned). ``min_widths``: columns at least this wide
+    (a fixed layout that nbval reference outputs pin). Cells are shown with ``str``; trailing
+    spaces are trimmed so reference outputs stay stable."""
     head = [str(h) for h in header]
     body = [["" if c is None else str(c) for c in row] for row in rows]
     for row in body:
         if len(row) != len(head):
             raise ValueError(f"a row has {len(row)} cells for {len(head)} columns: {row}")
-    aligns = [align] * len(head) if isinstance(align, str) else list(align)
+    aligns = [align] * len(head) if align in ("<", ">") else list(align)
     if len(aligns) != len(head) or set(aligns) - {"<", ">"}:
         raise ValueError(f"align must be '<' or '>' once per column, got {align!r}")
-    widths = [max(display_width(r[i]) for r in [head, *body]) for i in range(len(head))]
+    least = list(min_widths) if min_widths is not None else [0] * len(head)
+    if len(least) != len(head):
+        raise ValueError(f"min_widths needs one width per column, got {min_widths!r}")
+    widths = [
+        max([least[i], *(display_width(r[i]) for r in [head, *body])]) for i in range(len(head))
+    ]
     return "\n".join(
         sep.join(pad(c, w, a) for c, w, a in zip(r, widths, aligns, strict=True)).rstrip()
         for r in [head, *body]
