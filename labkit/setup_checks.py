@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import paths
+from labkit.i18n import gettext
 
 # One name for the conda environment (environment.yml's `name:`), the Jupyter kernel and
 # `make jupyter`'s kernel (tests/test_setup_checks.py keeps the three in step).
@@ -127,29 +128,34 @@ class ApiCheck:
     def rows(self) -> list[dict[str, Any]]:
         """One row per required service, for a `labkit.notebook.Table`."""
         return [
-            {
-                "service": api.service,
-                "what": api.what,
-                "used for": api.used_for,
-                "enabled": api.service not in self.missing,
-            }
-            for api in REQUIRED_APIS
+            {**row, "enabled": api.service not in self.missing}
+            for api, row in zip(REQUIRED_APIS, api_rows(), strict=True)
         ]
 
     def message(self) -> str:
+        """The verdict notebook 00 prints, in the edition's words (also the error's text)."""
         if self.ok:
-            return f"all {len(REQUIRED_SERVICES)} APIs are enabled in {self.project_id}"
-        return (
-            f"not enabled in {self.project_id}: {', '.join(self.missing)}. Run "
-            f"`{shlex.join(enable_apis_command(self.project_id))}` (it needs the "
+            return gettext("all {n} APIs are enabled in {project}").format(
+                n=len(REQUIRED_SERVICES), project=self.project_id
+            )
+        return gettext(
+            "not enabled in {project}: {missing}. Run `{command}` (it needs the "
             "serviceusage.services.enable permission, e.g. the Service Usage Admin role: "
             "docs.cloud.google.com/build/docs/set-up), then check again."
+        ).format(
+            project=self.project_id,
+            missing=", ".join(self.missing),
+            command=shlex.join(enable_apis_command(self.project_id)),
         )
 
 
 def api_rows() -> list[dict[str, str]]:
-    """The five services and what each is for, for a `labkit.notebook.Table`."""
-    return [{"service": a.service, "what": a.what, "used for": a.used_for} for a in REQUIRED_APIS]
+    """The five services and what each is for, for a `labkit.notebook.Table` (the
+    descriptions in the edition's words: the catalog holds each `Api.used_for`)."""
+    return [
+        {"service": a.service, "what": a.what, "used for": gettext(a.used_for)}
+        for a in REQUIRED_APIS
+    ]
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -198,15 +204,26 @@ class EnvironmentCheck:
 
     def rows(self) -> list[dict[str, Any]]:
         return [
-            {"check": "interpreter", "value": self.interpreter},
-            {"check": "environment", "value": self.environment},
-            {"check": "kit imported from", "value": self.kit_source},
+            {"check": gettext("interpreter"), "value": self.interpreter},
+            {"check": gettext("environment"), "value": describe_environment(self.environment)},
+            {"check": gettext("kit imported from"), "value": self.kit_source},
             {
-                "check": f"Jupyter kernel {KIT_ENV_NAME!r} registered",
-                "value": {None: "unknown", True: "yes", False: "no"}[self.kernel_registered],
+                "check": gettext("Jupyter kernel {name!r} registered").format(name=KIT_ENV_NAME),
+                "value": gettext("unknown")
+                if self.kernel_registered is None
+                else (gettext("yes") if self.kernel_registered else gettext("no")),
             },
-            {"check": "verdict", "value": "the kit's environment" if self.ok else self.advice},
+            {
+                "check": gettext("verdict"),
+                "value": gettext("the kit's environment") if self.ok else self.advice,
+            },
         ]
+
+    def summary(self) -> str:
+        """The one line notebook 00 prints: the advice, or which environment runs."""
+        return self.advice or gettext("running in the kit's environment: {environment}").format(
+            environment=describe_environment(self.environment)
+        )
 
 
 def workbench_install_commands() -> list[str]:
@@ -227,6 +244,18 @@ def environment_kind(prefix: str | Path, repo_root: Path = paths.REPO_ROOT) -> s
     if prefix.name == KIT_ENV_NAME:
         return f"conda env {KIT_ENV_NAME}"
     return f"other: {prefix}"
+
+
+def describe_environment(kind: str) -> str:
+    """`environment_kind`'s answer in the edition's words (the answer itself stays English:
+    `environment_checks` compares it)."""
+    if kind == "make venv (.venv)":
+        return gettext("make venv (.venv)")
+    if kind.startswith("conda env "):
+        return gettext("conda env {name}").format(name=kind.removeprefix("conda env "))
+    if kind.startswith("other: "):
+        return gettext("other: {prefix}").format(prefix=kind.removeprefix("other: "))
+    return kind
 
 
 def kernel_registered(name: str = KIT_ENV_NAME) -> bool | None:
@@ -253,15 +282,18 @@ def environment_checks(
     if ok:
         advice = ""
     elif not from_checkout:
-        advice = (
-            f"the kit is imported from {kit_file.parent}, not from this checkout: install it "
+        advice = gettext(
+            "the kit is imported from {source}, not from this checkout: install it "
             "here with `make venv` or the conda environment (see below)"
-        )
+        ).format(source=kit_file.parent)
     else:
-        advice = (
-            f"this kernel runs {prefix}, not the kit's environment: pick Kernel > Change "
-            f"Kernel > {KERNEL_DISPLAY_NAME}; if it is not listed, run in a terminal: "
-            + " && ".join(workbench_install_commands())
+        advice = gettext(
+            "this kernel runs {prefix}, not the kit's environment: pick Kernel > Change "
+            "Kernel > {kernel}; if it is not listed, run in a terminal: {commands}"
+        ).format(
+            prefix=prefix,
+            kernel=KERNEL_DISPLAY_NAME,
+            commands=" && ".join(workbench_install_commands()),
         )
     return EnvironmentCheck(
         interpreter=sys.executable,
