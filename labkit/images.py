@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import paths
+from labkit.i18n import gettext
 
 ROUTES = ("docker", "cloud-build")
 Command = list[str]
@@ -163,11 +164,12 @@ class PublishPlan:
     def __str__(self) -> str:
         return "\n".join(
             [
-                f"# route: {self.route}",
-                "# 1. the Artifact Registry repository, created only if `describe` fails:",
+                "# " + gettext("route: {route}").format(route=self.route),
+                "# "
+                + gettext("1. the Artifact Registry repository, created only if `describe` fails:"),
                 format_commands([self.describe_repository]) + " \\",
                 "  || " + format_commands([self.create_repository]),
-                "# 2. build and push the trainer image:",
+                "# " + gettext("2. build and push the trainer image:"),
                 format_commands(self.build_and_push),
             ]
         )
