@@ -37,6 +37,7 @@ from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE
 from labkit.settings import find_placeholder
+from trainer.config import FLAGS, args_for
 
 POOL_ROLES = ("chief", "worker", "parameter server", "evaluator")
 NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
@@ -282,28 +283,14 @@ def build_job(
     )
 
 
-TRAINER_OPTIONS = {
-    "data": "--data",
-    "data_dir": "--data-dir",
-    "image_size": "--image-size",
-    "batch_size": "--batch-size",
-    "epochs": "--epochs",
-    "steps_per_epoch": "--steps-per-epoch",
-    "validation_steps": "--validation-steps",
-    "learning_rate": "--learning-rate",
-    "weights": "--weights",
-    "seed": "--seed",
-}
+# The trainer's options come from `trainer.config.TrainConfig` (one copy): these two names
+# stay as aliases until every caller uses `trainer.config.args_for` / `FLAGS` directly.
+TRAINER_OPTIONS = FLAGS
 
 
 def trainer_args_from_knobs(knobs: Mapping[str, Any]) -> list[str]:
-    """Container args for `python -m trainer.task` from a settings knob dict; None is skipped."""
-    out: list[str] = []
-    for key, option in TRAINER_OPTIONS.items():
-        value = knobs.get(key)
-        if value is not None:
-            out += [option, str(value)]
-    return out
+    """Container args for `python -m trainer.task` from knobs (`trainer.config.args_for`)."""
+    return args_for(**knobs)
 
 
 # --------------------------------------------------------------------------- validating

@@ -1,17 +1,23 @@
-"""The training job's configuration: one dataclass, filled from argv and Vertex's `AIP_*` env.
+"""The training job's configuration: one typed dataclass, the single source of every option.
 
-Defaults are the codelab's values (batch 64 per replica, 2 epochs, 300x300, ImageNet ResNet50,
-Adam 1e-4). This module imports no TensorFlow so it can be used before the strategy exists.
+`TrainConfig`'s fields carry the codelab's defaults (batch 64 per replica, 2 epochs, 300x300,
+ImageNet ResNet50, Adam 1e-4) and, in their metadata, their help text, their command-line
+flag and the environment variable Vertex AI fills them from. Everything else is derived:
+the CLI of `python -m trainer.task` (`build_parser`), the `AIP_*` directory defaults, the
+container `args` a job spec carries (`TrainConfig.to_args`, `args_for` for the notebooks'
+size knobs) and the knobs' cloud values (`codelab_knobs`). This module imports no
+TensorFlow, so labkit can import it cheaply and MWMS can still be created first.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 CASSAVA_CLASSES = ("cbb", "cbsd", "cgm", "cmd", "healthy")
 # `--cache` (trainer.data.cache_mode); "on" is the earlier spelling of "memory".
@@ -67,258 +73,358 @@ def inside_vertex_without_model_dir(env: Mapping[str, str]) -> bool:
     return bool(env.get("CLUSTER_SPEC")) and not env.get("AIP_MODEL_DIR")
 
 
+# Ranges that fail in seconds instead of out of memory after a minute (issue 21 item 5).
+# 32: Keras' ResNet50 refuses inputs smaller than 32x32 (`include_top=False`). 1024: more
+# than the cassava photos' own size (and the sample's 500x400), so larger sizes add no
+# detail, while memory grows with the square: one 64-image batch of 1024x1024 float32 is
+# 0.8 GB of input alone before ResNet50's activations (100000 ran out of memory).
+IMAGE_SIZE_RANGE = (32, 1024)
+# The shuffle buffer holds encoded images and is capped at the split's size
+# (trainer.data.make_pipeline), so a large value costs nothing more than a full shuffle;
+# below 1 there is no buffer at all (tf.data refuses it mid-run).
+SHUFFLE_BUFFER_MIN = 1
+# `--bad-images`: what a record that does not decode does (trainer.data.check_images).
+BAD_IMAGE_CHOICES = ("fail", "skip")
+SWITCH_CHOICES = ("auto", "on", "off")
+# Options with these values on the command line mean None (no TensorBoard logs).
+NONE_WORDS = ("none", "")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    group: str,
+    env: str | None = None,
+    choices: Sequence[str] | None = None,
+    flag: str | None = None,
+) -> Any:
+    """A `TrainConfig` field: its default and, as metadata, how the CLI and Vertex set it.
+
+    ``env``: the environment variable that replaces the default when set (Vertex's
+    `AIP_*`); ``flag``: the command-line flag when it is not ``--field-name`` (a bool
+    field whose default is True is switched off by ``--no-NAME``).
+    """
+    meta = {"help": help, "group": group, "env": env, "choices": choices, "flag": flag}
+    return dataclasses.field(default=default, metadata=meta)
+
+
 @dataclasses.dataclass
 class TrainConfig:
-    """Everything `trainer.run` needs. Field defaults are the codelab's values."""
+    """Everything `trainer.run` needs. Field defaults are the codelab's values.
 
-    data: str = "tfds:cassava"
-    data_dir: str | None = None
-    try_gcs: bool = False
-    image_size: int = 300
-    batch_size: int = 64
-    epochs: int = 2
-    steps_per_epoch: int | None = None
-    validation: bool = True
-    validation_steps: int | None = None
-    learning_rate: float = 1e-4
-    weights: str = "imagenet"
-    freeze_base: bool = False
-    fine_tune_epochs: int = 0
-    fine_tune_learning_rate: float = 1e-5
-    dense_units: int = 1016
-    bn_momentum: float | None = None
-    seed: int = 42
-    model_dir: str = "outputs/model"
-    checkpoint_dir: str = "outputs/checkpoints"
-    tensorboard_dir: str | None = "outputs/logs"
-    backup_every_steps: int | None = None
-    shuffle_buffer: int = 1000
-    cache: str = "auto"
-    mixed_precision: str = "auto"
-    xla: str = "auto"
-    verbose: int = 2
+    Each field's metadata holds its help text, group, flag and environment variable, from
+    which `build_parser`, `to_args` and `args_for` are derived: add a field here and the
+    CLI, the job specs and the notebooks' knobs all know it.
+    """
+
+    # -- data
+    data: str = option(
+        "tfds:cassava",
+        "tfds:NAME, or a folder in the cassava zip layout (SPLIT/CLASS/*.jpg)",
+        group="data",
+    )
+    data_dir: str | None = option(
+        None,
+        "TFDS data dir (default: $TFDS_DATA_DIR, else TFDS's own default)",
+        group="data",
+        env="TFDS_DATA_DIR",
+    )
+    try_gcs: bool = option(
+        False, "let TFDS read prepared data from its public bucket", group="data"
+    )
+    image_size: int = option(
+        300,
+        f"images are resized to SIZExSIZE ({IMAGE_SIZE_RANGE[0]}-{IMAGE_SIZE_RANGE[1]})",
+        group="data",
+    )
+    shuffle_buffer: int = option(
+        1000,
+        "shuffle buffer of encoded images, before decoding (at least 1; capped at the split's size)",
+        group="data",
+    )
+    cache: str = option(
+        "auto",
+        "keep the resized uint8 images after epoch 1: in memory, in a private temporary "
+        "file (disk, training split only), or not (off); auto: memory when they fit in "
+        "1/8 of the memory, at least 256 MiB, else disk for training (on: memory)",
+        group="data",
+        choices=CACHE_OPTIONS,
+    )
+    bad_images: str = option(
+        "fail",
+        "a record whose image does not decode: fail naming it before training, or skip "
+        "it and count the skipped (every image is checked once at start, about 1 ms each)",
+        group="data",
+        choices=BAD_IMAGE_CHOICES,
+    )
+    # -- training
+    batch_size: int = option(64, "per replica; global = this x replicas", group="training")
+    epochs: int = option(2, "passes over the training data", group="training")
+    steps_per_epoch: int | None = option(
+        None, "default: one pass over the training split", group="training"
+    )
+    validation: bool = option(True, "skip the validation split", group="training")
+    validation_steps: int | None = option(
+        None, "default: the whole validation split", group="training"
+    )
+    learning_rate: float = option(1e-4, "Adam learning rate", group="training")
+    seed: int = option(42, "random seed for weights and shuffling", group="training")
+    mixed_precision: str = option(
+        "auto",
+        "mixed_float16 with a float32 softmax (auto: on when a GPU is present)",
+        group="training",
+        choices=SWITCH_CHOICES,
+    )
+    xla: str = option(
+        "auto",
+        "compile the train step with XLA (auto: on when a GPU is present)",
+        group="training",
+        choices=SWITCH_CHOICES,
+    )
+    verbose: int = option(2, "Keras fit verbosity", group="training")
+    # -- model
+    weights: str = option("imagenet", "imagenet, none, or a local .h5 weights file", group="model")
+    dense_units: int = option(1016, "units of the Dense(relu) head layer", group="model")
+    bn_momentum: float | None = option(
+        None,
+        "BatchNorm moving-average momentum (default: Keras' 0.99); 0.9 suits runs of a few "
+        "dozen steps",
+        group="model",
+    )
+    freeze_base: bool = option(False, "train only the head on a frozen backbone", group="model")
+    fine_tune_epochs: int = option(
+        0, "after the frozen phase, unfreeze and train this many more epochs", group="model"
+    )
+    fine_tune_learning_rate: float = option(
+        1e-5, "Adam learning rate of the fine-tuning phase", group="model"
+    )
+    # -- outputs (Vertex AI sets the AIP_* variables from the job's baseOutputDirectory)
+    model_dir: str = option(
+        "outputs/model",
+        "where the chief saves the model (default: $AIP_MODEL_DIR, else outputs/model; "
+        "required inside Vertex AI when the job has no model output directory)",
+        group="outputs",
+        env="AIP_MODEL_DIR",
+    )
+    checkpoint_dir: str = option(
+        "outputs/checkpoints",
+        "BackupAndRestore folder (default: $AIP_CHECKPOINT_DIR, else outputs/checkpoints)",
+        group="outputs",
+        env="AIP_CHECKPOINT_DIR",
+    )
+    tensorboard_dir: str | None = option(
+        "outputs/logs",
+        "TensorBoard logs (default: $AIP_TENSORBOARD_LOG_DIR, else outputs/logs); 'none' to skip",
+        group="outputs",
+        env="AIP_TENSORBOARD_LOG_DIR",
+    )
+    backup_every_steps: int | None = option(
+        None,
+        "back up every N steps as well as every epoch, so a restart loses less",
+        group="outputs",
+    )
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """Reject values that would fail later, and codelab placeholders left in paths."""
-        positive = {
-            "image_size": self.image_size,
-            "batch_size": self.batch_size,
-            "epochs": self.epochs,
-            "dense_units": self.dense_units,
-        }
-        for name, value in positive.items():
-            if value is None or value < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        for name in ("steps_per_epoch", "validation_steps", "backup_every_steps"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(
-                    f"--{name.replace('_', '-')} must be at least 1 or unset, got {value}"
-                )
-        if self.fine_tune_epochs < 0:
-            raise ConfigError("--fine-tune-epochs must be 0 or more")
-        if self.fine_tune_epochs and not self.freeze_base:
-            raise ConfigError(
-                "--fine-tune-epochs needs --freeze-base (fine-tuning unfreezes a frozen base)"
-            )
-        if self.bn_momentum is not None and not 0.0 <= self.bn_momentum < 1.0:
-            raise ConfigError(f"--bn-momentum must be in [0, 1), got {self.bn_momentum}")
-        if self.learning_rate <= 0:
-            raise ConfigError(f"--learning-rate must be positive, got {self.learning_rate}")
-        if self.cache not in CACHE_OPTIONS:
-            raise ConfigError("--cache must be auto, memory, disk or off (on: memory)")
-        for name in ("mixed_precision", "xla"):
-            if getattr(self, name) not in ("auto", "on", "off"):
-                raise ConfigError(f"--{name.replace('_', '-')} must be auto, on or off")
-        for name in (
-            "data",
-            "data_dir",
-            "model_dir",
-            "checkpoint_dir",
-            "tensorboard_dir",
-            "weights",
-        ):
-            value = getattr(self, name)
-            ph = find_placeholder(value) if isinstance(value, str) else None
-            if ph:
-                raise ConfigError(
-                    f"--{name.replace('_', '-')} still contains the placeholder {ph!r} ({value!r}): "
-                    "replace it with your bucket or project, e.g. gs://my-project-bucket/mwms"
-                )
-        if not self.data:
-            raise ConfigError("--data is empty: use tfds:cassava or a folder of class sub-folders")
+        _check_numbers(self)
+        _check_choices(self)
+        _check_paths(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to_args(self) -> list[str]:
+        """The `python -m trainer.task` arguments that give back exactly this config.
 
-def _env_default(env: Mapping[str, str], key: str, fallback: str | None) -> str | None:
-    value = env.get(key)
-    return value if value else fallback
+        Every field is written out (None ones left off), so the result does not depend on
+        the defaults or the environment of the process that parses it.
+        """
+        return args_for(**self.to_dict())
+
+
+def _flag(field: dataclasses.Field) -> str:
+    """The field's command-line flag: ``--image-size``, or ``--no-validation``."""
+    if field.metadata.get("flag"):
+        return field.metadata["flag"]
+    name = field.name.replace("_", "-")
+    return f"--no-{name}" if field.type == "bool" and field.default is True else f"--{name}"
+
+
+FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(TrainConfig)}
+FLAGS: dict[str, str] = {name: _flag(f) for name, f in FIELDS.items()}
+CHOICES: dict[str, Sequence[str]] = {
+    name: f.metadata["choices"] for name, f in FIELDS.items() if f.metadata["choices"]
+}
+
+
+def _option_name(name: str) -> str:
+    return FLAGS.get(name, f"--{name.replace('_', '-')}")
+
+
+def _check_numbers(config: TrainConfig) -> None:
+    """Counts at least 1, rates positive, sizes in range: each error names the flag."""
+    for name in ("batch_size", "epochs", "dense_units"):
+        value = getattr(config, name)
+        if value is None or value < 1:
+            raise ConfigError(f"{_option_name(name)} must be at least 1, got {value}")
+    low, high = IMAGE_SIZE_RANGE
+    if config.image_size is None or not low <= config.image_size <= high:
+        raise ConfigError(
+            f"--image-size must be between {low} and {high}, got {config.image_size}: ResNet50 "
+            f"takes at least {low}x{low}, and above {high} memory grows with the square of the "
+            "size while the photos hold no more detail (the codelab uses 300)"
+        )
+    if config.shuffle_buffer is None or config.shuffle_buffer < SHUFFLE_BUFFER_MIN:
+        raise ConfigError(
+            f"--shuffle-buffer must be at least {SHUFFLE_BUFFER_MIN}, got {config.shuffle_buffer}: "
+            "it is how many encoded images are shuffled at once (1 = no shuffling; the codelab "
+            "uses 1000; values above the split's size shuffle it whole)"
+        )
+    for name in ("steps_per_epoch", "validation_steps", "backup_every_steps"):
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"{_option_name(name)} must be at least 1 or unset, got {value}")
+    if config.fine_tune_epochs < 0:
+        raise ConfigError("--fine-tune-epochs must be 0 or more")
+    if config.fine_tune_epochs and not config.freeze_base:
+        raise ConfigError(
+            "--fine-tune-epochs needs --freeze-base (fine-tuning unfreezes a frozen base)"
+        )
+    if config.bn_momentum is not None and not 0.0 <= config.bn_momentum < 1.0:
+        raise ConfigError(f"--bn-momentum must be in [0, 1), got {config.bn_momentum}")
+    for name in ("learning_rate", "fine_tune_learning_rate"):
+        if getattr(config, name) <= 0:
+            raise ConfigError(f"{_option_name(name)} must be positive, got {getattr(config, name)}")
+
+
+def _check_choices(config: TrainConfig) -> None:
+    for name, allowed in CHOICES.items():
+        value = getattr(config, name)
+        if value not in allowed:
+            raise ConfigError(
+                f"{_option_name(name)} must be one of {', '.join(allowed)}, got {value!r}"
+            )
+
+
+def _check_paths(config: TrainConfig) -> None:
+    if not config.data:
+        raise ConfigError("--data is empty: use tfds:cassava or a folder of class sub-folders")
+    for name in ("data", "data_dir", "model_dir", "checkpoint_dir", "tensorboard_dir", "weights"):
+        value = getattr(config, name)
+        ph = find_placeholder(value) if isinstance(value, str) else None
+        if ph:
+            raise ConfigError(
+                f"{_option_name(name)} still contains the placeholder {ph!r} ({value!r}): "
+                "replace it with your bucket or project, e.g. gs://my-project-bucket/mwms"
+            )
+
+
+def args_for(**values: Any) -> list[str]:
+    """`python -m trainer.task` arguments for the given field values, in field order.
+
+    The notebooks' size knobs go through here (03's cluster, 04's container args): keys
+    that are not `TrainConfig` fields (``workers``, ``machine_type``) and None values
+    (meaning "the default") are left out; booleans become their switch when they differ
+    from the default.
+    """
+    out: list[str] = []
+    for name, field in FIELDS.items():
+        value = values.get(name)
+        if value is None:
+            if name == "tensorboard_dir" and name in values:
+                out += [FLAGS[name], "none"]
+            continue
+        if field.type == "bool":
+            if bool(value) != field.default:
+                out.append(FLAGS[name])
+            continue
+        out += [FLAGS[name], str(value)]
+    return out
+
+
+def codelab_knobs() -> dict[str, Any]:
+    """The codelab's values of the fields the notebooks' size knobs set (their cloud mode)."""
+    names = ("image_size", "batch_size", "epochs", "steps_per_epoch", "weights")
+    names += ("learning_rate", "bn_momentum", "data", "data_dir")
+    return {name: FIELDS[name].default for name in names}
+
+
+class TrainerArgumentParser(argparse.ArgumentParser):
+    """argparse that answers a mistyped flag with the closest real ones, then exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = ""
+        match = re.search(r"unrecognized arguments: (\S+)", message)
+        if match:
+            known = [f for action in self._actions for f in action.option_strings]
+            close = difflib.get_close_matches(match.group(1).split("=")[0], known, n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        self.exit(
+            2, f"[trainer] error: {message}{hint}. `python -m trainer.task --help` lists them all\n"
+        )
+
+
+def _add_option(group: Any, field: dataclasses.Field, env: Mapping[str, str]) -> None:
+    flag, meta = FLAGS[field.name], field.metadata
+    if field.type == "bool":
+        action = "store_false" if field.default is True else "store_true"
+        group.add_argument(flag, dest=field.name, action=action, help=meta["help"])
+        return
+    default = env.get(meta["env"]) if meta["env"] else None
+    kind = {"int": int, "int | None": int, "float": float, "float | None": float}.get(field.type)
+    group.add_argument(
+        flag,
+        dest=field.name,
+        type=kind or str,
+        default=default or field.default,
+        choices=CHOICES.get(field.name),
+        help=meta["help"],
+    )
+
+
+GROUP_TITLES = {
+    "data": "data",
+    "training": "training",
+    "model": "model",
+    "outputs": "outputs (Vertex AI sets AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR)",
+}
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
-    """The CLI of `python -m trainer.task`; directory defaults come from Vertex's `AIP_*` env."""
+    """The CLI of `python -m trainer.task`, one option per `TrainConfig` field.
+
+    Directory defaults come from Vertex's `AIP_*` environment (the fields' ``env``).
+    """
     env = os.environ if env is None else env
-    d = TrainConfig.__dataclass_fields__
-    p = argparse.ArgumentParser(
+    parser = TrainerArgumentParser(
         prog="python -m trainer.task",
         description=(
             "Transfer-learn ResNet50 on cassava leaf images with MultiWorkerMirroredStrategy "
             "(multi-worker when TF_CONFIG describes a cluster, as Vertex AI sets it)."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # `--epoch 3` is an error naming --epochs, not a silent guess
     )
-    g = p.add_argument_group("data")
-    g.add_argument(
-        "--data",
-        default=d["data"].default,
-        help="tfds:NAME, or a folder in the cassava zip layout (SPLIT/CLASS/*.jpg)",
-    )
-    g.add_argument(
-        "--data-dir",
-        default=_env_default(env, "TFDS_DATA_DIR", None),
-        help="TFDS data dir (default: $TFDS_DATA_DIR, else TFDS's own default)",
-    )
-    g.add_argument(
-        "--try-gcs", action="store_true", help="let TFDS read prepared data from its public bucket"
-    )
-    g.add_argument(
-        "--image-size",
-        type=int,
-        default=d["image_size"].default,
-        help="images are resized to SIZExSIZE",
-    )
-    g.add_argument(
-        "--shuffle-buffer",
-        type=int,
-        default=d["shuffle_buffer"].default,
-        help="shuffle buffer (of encoded images, before decoding)",
-    )
-    g.add_argument(
-        "--cache",
-        choices=CACHE_OPTIONS,
-        default=d["cache"].default,
-        help="keep the resized uint8 images after epoch 1: in memory, in a private temporary "
-        "file (disk, training split only), or not (off); auto: memory when they fit in "
-        "256 MiB, else disk for training (on: memory)",
-    )
-    g = p.add_argument_group("training")
-    g.add_argument(
-        "--batch-size",
-        type=int,
-        default=d["batch_size"].default,
-        help="per replica; global = this x replicas",
-    )
-    g.add_argument(
-        "--epochs", type=int, default=d["epochs"].default, help="passes over the training data"
-    )
-    g.add_argument(
-        "--steps-per-epoch",
-        type=int,
-        default=None,
-        help="default: one pass over the training split",
-    )
-    g.add_argument(
-        "--no-validation", dest="validation", action="store_false", help="skip the validation split"
-    )
-    g.add_argument(
-        "--validation-steps", type=int, default=None, help="default: the whole validation split"
-    )
-    g.add_argument(
-        "--learning-rate", type=float, default=d["learning_rate"].default, help="Adam learning rate"
-    )
-    g.add_argument(
-        "--seed", type=int, default=d["seed"].default, help="random seed for weights and shuffling"
-    )
-    g.add_argument(
-        "--mixed-precision",
-        choices=("auto", "on", "off"),
-        default=d["mixed_precision"].default,
-        help="mixed_float16 with a float32 softmax (auto: on when a GPU is present)",
-    )
-    g.add_argument(
-        "--xla",
-        choices=("auto", "on", "off"),
-        default=d["xla"].default,
-        help="compile the train step with XLA (auto: on when a GPU is present)",
-    )
-    g.add_argument("--verbose", type=int, default=d["verbose"].default, help="Keras fit verbosity")
-    g = p.add_argument_group("model")
-    g.add_argument(
-        "--weights",
-        default=d["weights"].default,
-        help="imagenet, none, or a local .h5 weights file",
-    )
-    g.add_argument(
-        "--dense-units",
-        type=int,
-        default=d["dense_units"].default,
-        help="units of the Dense(relu) head layer",
-    )
-    g.add_argument(
-        "--bn-momentum",
-        type=float,
-        default=None,
-        help="BatchNorm moving-average momentum (default: Keras' 0.99); 0.9 suits runs of a few dozen steps",
-    )
-    g.add_argument(
-        "--freeze-base", action="store_true", help="train only the head on a frozen backbone"
-    )
-    g.add_argument(
-        "--fine-tune-epochs",
-        type=int,
-        default=0,
-        help="after the frozen phase, unfreeze and train this many more epochs",
-    )
-    g.add_argument(
-        "--fine-tune-learning-rate",
-        type=float,
-        default=d["fine_tune_learning_rate"].default,
-        help="Adam learning rate of the fine-tuning phase",
-    )
-    g = p.add_argument_group(
-        "outputs (Vertex AI sets AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR)"
-    )
-    g.add_argument(
-        "--model-dir",
-        # None inside Vertex without AIP_MODEL_DIR: parse_config refuses to start then.
-        default=None
-        if inside_vertex_without_model_dir(env)
-        else _env_default(env, "AIP_MODEL_DIR", d["model_dir"].default),
-        help="where the chief saves the model (default: $AIP_MODEL_DIR, else outputs/model; "
-        "required inside Vertex AI when the job has no model output directory)",
-    )
-    g.add_argument(
-        "--checkpoint-dir",
-        default=_env_default(env, "AIP_CHECKPOINT_DIR", d["checkpoint_dir"].default),
-        help="BackupAndRestore folder (default: $AIP_CHECKPOINT_DIR, else outputs/checkpoints)",
-    )
-    g.add_argument(
-        "--tensorboard-dir",
-        default=_env_default(env, "AIP_TENSORBOARD_LOG_DIR", d["tensorboard_dir"].default),
-        help="TensorBoard logs (default: $AIP_TENSORBOARD_LOG_DIR, else outputs/logs); 'none' to skip",
-    )
-    g.add_argument(
-        "--backup-every-steps",
-        type=int,
-        default=None,
-        help="back up every N steps as well as every epoch, so a restart loses less",
-    )
-    return p
+    groups = {key: parser.add_argument_group(title) for key, title in GROUP_TITLES.items()}
+    for field in FIELDS.values():
+        _add_option(groups[field.metadata["group"]], field, env)
+    if inside_vertex_without_model_dir(env):
+        # None: parse_config refuses to start (the model would be lost with the container).
+        parser.set_defaults(model_dir=None)
+    return parser
 
 
 def parse_config(
     argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 ) -> TrainConfig:
     """Config from command-line arguments, with Vertex's environment as the directory defaults."""
-    args = build_parser(env).parse_args(argv)
-    values = vars(args)
+    values = vars(build_parser(env).parse_args(argv))
     if values.get("model_dir") is None:
         raise ConfigError(MODEL_DIR_MISSING)
-    if values.get("tensorboard_dir") in ("none", ""):
+    if str(values.get("tensorboard_dir")).lower() in NONE_WORDS:
         values["tensorboard_dir"] = None
     return TrainConfig(**values)
