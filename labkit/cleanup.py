@@ -13,7 +13,9 @@
 - Order: cancel the kit's running pipelines and jobs (so nothing writes any more), delete the kit's objects
   in other buckets, delete the kit's buckets, delete the pipelines and the jobs, then the Artifact Registry
   images and repository; in local mode finally stop the local Vertex AI service and remove
-  its state, the local bucket folders and the sample data.
+  its state, the local bucket folders and the sample data. The service and its state stay
+  when they hold a job or pipeline without the kit's label (the plan says which, and why),
+  and ``labkit cluster`` replicas whose launcher was killed (their recorded pids) are ended.
 - A second run finds nothing and says so.
 - It always ends with the reminder to stop or delete the Workbench instance.
 
@@ -439,10 +441,63 @@ def _plan_artifact_registry(
 # --------------------------------------------------------------------------- local mode
 
 
+def foreign_local_records(state: Path) -> list[str]:
+    """Jobs and pipelines in the local service's state folder that do not carry the kit's
+    label (someone else's, or made by hand): "NAME (STATE)" for each."""
+    found = []
+    for folder in ("jobs", "pipelines"):
+        for path in sorted((state / folder).glob("*/job.json")):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if (record.get("labels") or {}).get(KIT_LABEL_KEY) != KIT_LABEL_VALUE:
+                found.append(f"{record.get('name', path.parent.name)} ({record.get('state')})")
+    return found
+
+
+def _cluster_leftovers_item() -> Item | None:
+    """Replicas of a `labkit cluster` run whose launcher was killed (recorded pids alive)."""
+    import psutil
+
+    from labkit import cluster, supervisor
+
+    folder = cluster.default_logs_dir()
+    try:
+        records = json.loads((folder / supervisor.PROCESS_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    alive = [str(r["pid"]) for r in records.values() if psutil.pid_exists(int(r["pid"]))]
+    if not alive:
+        (folder / supervisor.PROCESS_RECORD).unlink(missing_ok=True)
+        return None
+    return Item(
+        "local processes",
+        f"labkit cluster replicas (pid {', '.join(alive)})",
+        f"recorded in {folder / supervisor.PROCESS_RECORD}; their launcher is gone",
+        "kill them",
+        lambda: supervisor.kill_recorded(folder),
+    )
+
+
 def _plan_local(settings: Settings, plan: CleanupPlan, foreign_buckets: list[str]) -> list[Item]:
     from labkit.emulator import control
 
     items: list[Item] = []
+    leftovers = _cluster_leftovers_item()
+    if leftovers:
+        items.append(leftovers)
+    state = paths.emulator_state_dir()
+    foreign = foreign_local_records(state) if state.exists() else []
+    if foreign:
+        plan.notes.append(
+            f"kept the local Vertex AI service and its state {state}: it holds "
+            f"{len(foreign)} job(s) or pipeline(s) without the label "
+            f"{KIT_LABEL_KEY}={KIT_LABEL_VALUE}, which the kit did not create: "
+            f"{', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}. Stop it yourself "
+            "when they are done: python -m labkit emulator stop"
+        )
+        return items + _plan_local_folders(plan, foreign_buckets)
     status = control.status()
     if status.running:
         started = " (started by this cleanup to list its jobs)" if plan._after else ""
@@ -455,11 +510,16 @@ def _plan_local(settings: Settings, plan: CleanupPlan, foreign_buckets: list[str
                 control.stop,
             )
         )
-    state = paths.emulator_state_dir()
     if state.exists():
         items.append(
             _folder_item("local state", state, "the local Vertex AI service's jobs and logs")
         )
+    return items + _plan_local_folders(plan, foreign_buckets)
+
+
+def _plan_local_folders(plan: CleanupPlan, foreign_buckets: list[str]) -> list[Item]:
+    """The local bucket root (unless it holds buckets the kit did not create) and the sample."""
+    items: list[Item] = []
     root = paths.local_gcs_root()
     if root.exists():
         if foreign_buckets:

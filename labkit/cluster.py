@@ -168,12 +168,17 @@ def run_cluster(
                 header=f"# {replica.role} ({replica.pool_name}) TF_CONFIG={replica_vars['TF_CONFIG']}",
             )
         )
-    result = supervisor.supervise(
-        launches,
-        sink=shown,
-        timeout=timeout,
-        grace_seconds=grace_seconds,
-    )
+    try:
+        result = supervisor.supervise(
+            launches,
+            sink=shown,
+            timeout=timeout,
+            grace_seconds=grace_seconds,
+            # recorded for `labkit cleanup` / `kill_leftovers` should this launcher be SIGKILLed
+            on_started=lambda pids: supervisor.record_processes(logs, pids),
+        )
+    finally:
+        (logs / supervisor.PROCESS_RECORD).unlink(missing_ok=True)
     return ClusterResult(
         ok=result.ok,
         outcome=result.outcome,

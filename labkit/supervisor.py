@@ -7,6 +7,18 @@ output with a role prefix to a sink and to one log file per replica, and on the 
 failure, a timeout, a cancel or Ctrl-C stops every other replica: SIGTERM to its process
 group, then SIGKILL after a grace period. Each replica gets its own session and process
 group, so whatever it spawns is stopped with it and nothing outlives `supervise`.
+
+A supervisor that is itself SIGKILLed cannot stop anything, so on Linux each replica is
+started with a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in the child between
+fork and exec; it survives the exec of the replica's command): when the thread that started
+it dies with its process, the kernel kills the replica. The replica is the direct child
+(`subprocess.Popen` forks and execs the command itself, no shell in between); what a replica
+forks in turn is reached through its process group, whose leader pid the caller records
+(``on_started``) for `labkit emulator stop` and cleanup.
+
+A replica's peak memory (``ru_maxrss`` from ``wait4``, the kernel's high-water mark of its
+resident set, also for a replica killed by SIGKILL) is kept in `ReplicaOutcome`, so an
+out-of-memory kill can be named with the memory it reached.
 """
 
 from __future__ import annotations
@@ -23,7 +35,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+if sys.platform.startswith("linux"):
+    import ctypes
+
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+    _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+else:  # pragma: no cover - the kit runs on Linux (Workbench, CI)
+    _LIBC = None
 
 OUTCOMES = ("succeeded", "failed", "timeout", "cancelled")
 POLL_SECONDS = 0.05
@@ -117,6 +137,115 @@ class ReplicaOutcome:
     returncode: int | None = None  # negative: killed by that signal number
     stopped: bool = False  # True when the supervisor stopped it (it did not exit by itself)
     tail: list[str] = dataclasses.field(default_factory=list)
+    peak_rss_bytes: int | None = None  # ru_maxrss of the exited process (None: not known)
+
+
+def die_with_parent() -> None:
+    """Run in the child between fork and exec: SIGKILL this process when its parent dies.
+
+    Only an async-signal-safe system call, so it is safe as a ``preexec_fn`` in a threaded
+    parent. The signal is delivered when the *thread* that forked the child exits, so a
+    replica must be started by a thread that lives as long as it (`supervise`'s caller).
+    """
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(137)
+
+
+class _Process(subprocess.Popen):  # type: ignore[type-arg]
+    """`subprocess.Popen` that reaps its child with ``wait4`` and keeps the child's peak RSS.
+
+    Only this process's supervisor thread polls or waits for its child."""
+
+    peak_rss_bytes: int | None = None
+
+    def _reaped(self, pid: int, usage: Any) -> None:
+        if pid == self.pid:
+            self.peak_rss_bytes = usage.ru_maxrss * 1024  # Linux reports KiB
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return super().poll()
+            self._reaped(pid, usage)
+            if pid == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def _try_wait(self, wait_flags: int) -> tuple[int, int]:  # CPython's hook used by wait()
+        try:
+            pid, status, usage = os.wait4(self.pid, wait_flags)
+        except ChildProcessError:
+            return (self.pid, 0)  # as Popen: the child is gone, its status unknown
+        self._reaped(pid, usage)
+        return (pid, status)
+
+
+PROCESS_RECORD = "processes.json"
+
+
+def record_processes(folder: Path, pids: Mapping[str, int]) -> None:
+    """Write ``folder/processes.json``: each live replica's pid (its process group's id) and
+    start time, atomically (temp file + rename), so `labkit emulator stop`, cleanup or a
+    restarted service can kill what a SIGKILLed parent left (`kill_recorded`), and never a
+    later process that reused the pid."""
+    import json
+
+    import psutil
+
+    records = {}
+    for role, pid in pids.items():
+        try:
+            records[role] = {"pid": pid, "create_time": psutil.Process(pid).create_time()}
+        except psutil.NoSuchProcess:
+            continue
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / PROCESS_RECORD
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(records, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def kill_recorded(folder: Path) -> list[int]:
+    """SIGKILL the process groups recorded in ``folder/processes.json`` that are still those
+    processes (same start time); the record is removed. Returns the pids killed."""
+    import json
+
+    import psutil
+
+    path = folder / PROCESS_RECORD
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    killed = []
+    for record in records.values():
+        pid = int(record["pid"])
+        try:
+            same = abs(psutil.Process(pid).create_time() - float(record["create_time"])) < 0.01
+        except psutil.NoSuchProcess:
+            continue
+        if same:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+                killed.append(pid)
+    path.unlink(missing_ok=True)
+    return killed
+
+
+def format_bytes(n: int | None) -> str:
+    """``1.5 GiB`` style; "unknown" for None."""
+    if n is None:
+        return "unknown"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 @dataclasses.dataclass
@@ -152,7 +281,7 @@ class _Replica:
             self.log.write(launch.header.rstrip("\n") + "\n")
             self.log.flush()
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _Process(
                 launch.argv,
                 env=launch.env,
                 cwd=launch.cwd,
@@ -160,6 +289,7 @@ class _Replica:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: killpg reaches its children too
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - one prctl call, async-signal-safe
             )
         except OSError as err:
             self.log.write(f"cannot start: {err}\n")
@@ -202,6 +332,7 @@ class _Replica:
             returncode=self.proc.returncode,
             stopped=self.stopped,
             tail=list(self.tail),
+            peak_rss_bytes=self.proc.peak_rss_bytes,
         )
 
 
@@ -374,6 +505,7 @@ def failure_message(replica: ReplicaOutcome) -> str:
     """Names the replica and its exit, and ends with the tail of its log."""
     tail = "\n".join(replica.tail) or "(no output)"
     return (
-        f"replica {replica.role} {describe_exit(replica.returncode)}; "
+        f"replica {replica.role} {describe_exit(replica.returncode)} "
+        f"(peak memory {format_bytes(replica.peak_rss_bytes)}); "
         f"log: {replica.log_path}\n--- last lines of {replica.role} ---\n{tail}"
     )

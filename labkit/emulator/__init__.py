@@ -110,11 +110,16 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    service = Service(
-        state_dir,
-        control.gcs_root_for(state_dir, bool(args.state)),
-        sock.getsockname()[1],
-    )
+    try:
+        service = Service(
+            state_dir,
+            control.gcs_root_for(state_dir, bool(args.state)),
+            sock.getsockname()[1],
+        )
+    except ValueError as err:  # LABKIT_MAX_RUNNING_REPLICAS not a whole number >= 1
+        sock.close()
+        print(f"emulator: {err}", file=sys.stderr)
+        return 2
     service.registry.register(kit_image_uri(), REPO_ROOT)
     for uri, context in _images(args.image).items():
         service.registry.register(uri, context)

@@ -108,8 +108,9 @@ def _read_pid_file(state_dir: Path) -> dict[str, Any] | None:
 
 
 def write_pid_file(state_dir: Path, port: int) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / PID_FILE).write_text(json.dumps({"pid": os.getpid(), "port": port}) + "\n")
+    from labkit.emulator.store import write_json_atomic
+
+    write_json_atomic(state_dir / PID_FILE, {"pid": os.getpid(), "port": port})
 
 
 def remove_pid_file(state_dir: Path) -> None:
@@ -193,28 +194,9 @@ def start(
 
 def kill_recorded_processes(job_dir: Path) -> list[int]:
     """Kill the process groups recorded for a job, if they are still those processes."""
-    import psutil
+    from labkit.supervisor import kill_recorded
 
-    path = job_dir / "processes.json"
-    try:
-        records = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
-    killed = []
-    for record in records.values():
-        pid = int(record["pid"])
-        try:
-            same = abs(psutil.Process(pid).create_time() - float(record["create_time"])) < 0.01
-        except psutil.NoSuchProcess:
-            continue
-        if same:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                killed.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
-    path.unlink(missing_ok=True)
-    return killed
+    return kill_recorded(job_dir)
 
 
 def stop(state_dir: str | Path | None = None, timeout: float = STOP_TIMEOUT_S) -> bool:

@@ -29,8 +29,9 @@ from typing import Any
 
 from labkit import supervisor, vertex_env
 from labkit.emulator import dockerfile, restarts
+from labkit.emulator.admission import LIMIT_VARIABLE, Admission
 from labkit.emulator.restarts import RestartPolicy, is_permanent
-from labkit.emulator.store import TERMINAL_STATES, JobStore, now_rfc3339, write_json_atomic
+from labkit.emulator.store import TERMINAL_STATES, JobStore, now_rfc3339
 from labkit.paths import gcs_to_local
 from labkit.specs import as_int, is_empty_pool, parse_duration, snake_keys
 
@@ -231,8 +232,11 @@ class JobRunner(threading.Thread):
         gcs_root: Path,
         service_stopping: threading.Event,
         grace_seconds: float = supervisor.DEFAULT_GRACE_SECONDS,
+        admission: Admission | None = None,
     ) -> None:
         super().__init__(name=f"job-{name.rsplit('/', 1)[-1]}", daemon=True)
+        self.admission = admission
+        self._admitted = 0  # replicas this job holds in `admission`
         self.job_name = name
         self.store = store
         self.registry = registry
@@ -259,16 +263,8 @@ class JobRunner(threading.Thread):
 
     def _record_processes(self, pids: dict[str, int], new: dict[str, int] | None = None) -> None:
         """processes.json holds every live replica (``pids``); the log names the ``new`` ones."""
-        import psutil
-
-        records = {}
-        for role, pid in pids.items():
-            try:
-                records[role] = {"pid": pid, "create_time": psutil.Process(pid).create_time()}
-            except psutil.NoSuchProcess:
-                continue
         if self.job_dir.is_dir():
-            write_json_atomic(self.job_dir / "processes.json", records)
+            supervisor.record_processes(self.job_dir, pids)
         started = pids if new is None else new
         self.event("started " + ", ".join(f"{role} (pid {pid})" for role, pid in started.items()))
 
@@ -294,6 +290,31 @@ class JobRunner(threading.Thread):
             )
         finally:
             (self.job_dir / "processes.json").unlink(missing_ok=True)
+            if self.admission is not None:
+                self.admission.leave(self.job_name)
+                self.admission.release(self._admitted)
+                self._admitted = 0
+
+    def _wait_for_admission(self, replicas: int) -> bool:
+        """Queue (JOB_STATE_QUEUED) until the service's replica limit lets the job run
+        (`labkit.emulator.admission`); False when it was cancelled while waiting."""
+        if self.admission is None:
+            return True
+        if self.admission.would_wait(self.job_name, replicas):
+            self.store.update(self.job_name, state="JOB_STATE_QUEUED")
+            self.event(
+                f"state JOB_STATE_QUEUED: {self.admission.running} replica(s) of other jobs "
+                f"run and the service runs at most {self.admission.limit} at once "
+                f"({LIMIT_VARIABLE}); this job's {replicas} start when they fit"
+            )
+            if not self.admission.admit(self.job_name, replicas, self.cancel):
+                return False
+            self.store.update(self.job_name, state="JOB_STATE_PENDING")
+            self.event("state JOB_STATE_PENDING: admitted")
+        elif not self.admission.admit(self.job_name, replicas, self.cancel):
+            return False
+        self._admitted = replicas
+        return True
 
     def _map_output_dir(self, spec: dict[str, Any]) -> str | None:
         """The local folder for the base output directory, recorded in the job (both names)."""
@@ -335,6 +356,9 @@ class JobRunner(threading.Thread):
             self.event(f"workerpool{plan.pool} x{plan.replica_count}: {plan.description}")
             self.event(f"workerpool{plan.pool} command: {' '.join(plan.argv)}")
         self.event(f"restarts: {policy.describe()}")
+        if not self._wait_for_admission(sum(plan.replica_count for plan in pools)):
+            self._finish_cancelled()
+            return
 
         deadline = time.monotonic() + timeout
         job_restarts = job_retries = 0
@@ -567,8 +591,9 @@ class JobRunner(threading.Thread):
         else:
             what = supervisor.describe_exit(code)
         tail = "\n".join(culprit.tail) or "(no output)"
+        peak = supervisor.format_bytes(culprit.peak_rss_bytes)
         return (
-            f"The replica {name} ({culprit.role}) {what}. "
+            f"The replica {name} ({culprit.role}) {what} (peak memory {peak}). "
             f"Its log: {culprit.log_path}\n--- last lines of {culprit.role} ---\n{tail}\n"
         )
 

@@ -51,6 +51,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from labkit import specs
+from labkit.emulator import limits
 from labkit.emulator.errors import ApiError, FieldViolation, bad_request, invalid_argument
 from labkit.emulator.service import HOST, Service
 from labkit.emulator.store import KINDS
@@ -99,7 +100,20 @@ def _error_response(err: ApiError) -> JSONResponse:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    """The JSON object of a request, at most `limits.MAX_BODY_BYTES` (read no further)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise bad_request(f"Invalid Content-Length header {declared!r}: expected a byte count.")
+        if int(declared) > limits.MAX_BODY_BYTES:
+            raise bad_request(limits.payload_too_large(int(declared)))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limits.MAX_BODY_BYTES:
+            raise bad_request(limits.payload_too_large())
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     try:
         body = json.loads(raw or b"{}")
     except json.JSONDecodeError as err:
@@ -162,6 +176,10 @@ def _routes(service: Service) -> list[BaseRoute]:
 
         async def logs(request: Request, kind: str = kind) -> Any:
             tail = request.query_params.get("tail")
+            if tail and not (tail.isdigit() and int(tail) > 0):
+                raise bad_request(
+                    f"tail={tail!r}: expected a positive number of lines, e.g. tail=50"
+                )
             return await run_in_threadpool(
                 service.logs, _name(request, kind), int(tail) if tail else None
             )

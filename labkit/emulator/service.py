@@ -43,7 +43,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labkit import specs
-from labkit.emulator.errors import ApiError, bad_request, failed_precondition
+from labkit.emulator import limits
+from labkit.emulator.admission import Admission, default_limit
+from labkit.emulator.errors import (
+    ApiError,
+    FieldViolation,
+    bad_request,
+    failed_precondition,
+    invalid_argument,
+)
 from labkit.emulator.store import KINDS, TERMINAL_STATES, JobStore, new_numeric_id, now_rfc3339
 
 if TYPE_CHECKING:
@@ -75,6 +83,12 @@ def unimplemented_field(field: str, why: str) -> ApiError:
     )
 
 
+def _raise_for_limits(violations: list[FieldViolation]) -> None:
+    """400 INVALID_ARGUMENT for a field over its size limit (`labkit.emulator.limits`)."""
+    if violations:
+        raise invalid_argument(violations)
+
+
 def kind_of(name: str) -> str:
     from labkit.emulator.store import split_name
 
@@ -90,7 +104,9 @@ class Service:
         gcs_root: Path,
         port: int,
         grace_seconds: float = 5.0,
+        max_running_replicas: int | None = None,
     ) -> None:
+        """``max_running_replicas``: None reads `admission.default_limit` (env or cores)."""
         from labkit.emulator.dockerfile import ImageRegistry
 
         self.state_dir = Path(state_dir).resolve()
@@ -103,6 +119,9 @@ class Service:
         self._runners: dict[str, JobRunner] = {}
         self._watchers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
+        self.admission = Admission(
+            default_limit() if max_running_replicas is None else max_running_replicas
+        )
         self.recover_interrupted_jobs()
 
     # ---- lifecycle ----
@@ -151,6 +170,7 @@ class Service:
     ) -> dict[str, Any]:
         """Validate (raises `specs.SpecError`), record and start a CustomJob."""
         self._refuse_when_stopping()
+        _raise_for_limits(limits.custom_job_violations(body))
         job = specs.camel_keys(body)
         specs.raise_for_problems(specs.validate_custom_job(job), vertex_only=True)
         if pipeline:
@@ -166,7 +186,9 @@ class Service:
             self.gcs_root,
             self.stopping,
             grace_seconds=self.grace_seconds,
+            admission=self.admission,
         )
+        self.admission.enqueue(created["name"])  # the line follows creation order
         with self._lock:
             self._runners[created["name"]] = job_runner
         job_runner.start()
@@ -175,6 +197,7 @@ class Service:
     def create_training_pipeline(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
         """Validate (raises `specs.SpecError`), record a TrainingPipeline and start its job."""
         self._refuse_when_stopping()
+        _raise_for_limits(limits.training_pipeline_violations(body))
         # trainingTaskInputs is a Struct: kept as the client wrote it, as Vertex echoes it.
         pipeline = {
             specs.camel_name(k): v
@@ -214,7 +237,8 @@ class Service:
                 k: v for k, v in job_spec["scheduling"].items() if v not in (None, "", 0)
             }
         job_body = {
-            "displayName": f"{pipeline['displayName']}-custom-job",
+            "displayName": pipeline["displayName"][: limits.MAX_DISPLAY_NAME_CHARS - 11]
+            + "-custom-job",
             "jobSpec": job_spec,
             "labels": dict(pipeline.get("labels") or {}),
         }
@@ -399,6 +423,8 @@ class Service:
     def register_image(self, image_uri: str, build_context: str | Path) -> dict[str, str]:
         from labkit.emulator.dockerfile import ImageError
 
+        if not isinstance(image_uri, str) or not isinstance(build_context, str):
+            raise bad_request('Send {"imageUri": URI, "buildContext": FOLDER} (two strings).')
         if not image_uri or not build_context:
             raise bad_request('Send {"imageUri": URI, "buildContext": FOLDER}.')
         try:
