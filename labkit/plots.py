@@ -6,6 +6,7 @@ Figures are closed in pyplot before they are returned, so a notebook shows each 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,22 +36,27 @@ def describe_figure(fig: Figure) -> str:
     """
     panels = []
     for ax in fig.axes:
-        parts = [ax.get_title() or "untitled panel"]
+        parts = [ax.get_title() or _("untitled panel")]
         xlabel, ylabel = ax.get_xlabel(), ax.get_ylabel()
         if xlabel or ylabel:
-            parts.append(f"x: {xlabel or '-'}, y: {ylabel or '-'}")
+            parts.append(_("x: {x}, y: {y}").format(x=xlabel or "-", y=ylabel or "-"))
         ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
         if ticks and len(ticks) <= 8:
-            parts.append("categories: " + ", ".join(ticks))
+            parts.append(_("categories: {names}").format(names=", ".join(ticks)))
         legend = ax.get_legend()
         if legend is not None:
-            parts.append("series: " + ", ".join(t.get_text() for t in legend.get_texts()))
+            names = ", ".join(t.get_text() for t in legend.get_texts())
+            parts.append(_("series: {names}").format(names=names))
         if ax.images and not (xlabel or ylabel):
-            parts.append("picture")
+            parts.append(_("picture"))
         panels.append(" (".join([parts[0], "; ".join(parts[1:])]) + ")" if parts[1:] else parts[0])
     shown = panels[:12]
-    more = f"; and {len(panels) - len(shown)} more panels" if len(panels) > len(shown) else ""
-    return f"Chart with {len(panels)} panel(s): " + "; ".join(shown) + more
+    more = (
+        _("; and {n} more panels").format(n=len(panels) - len(shown))
+        if len(panels) > len(shown)
+        else ""
+    )
+    return _("Chart with {n} panel(s): ").format(n=len(panels)) + "; ".join(shown) + more
 
 
 def _mimebundle(fig: Figure) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -84,7 +90,7 @@ def class_distribution(
     x = np.arange(len(class_names))
     width = 0.8 / len(counts)
     for i, (split, values) in enumerate(counts.items()):
-        left.bar(x + i * width, values, width, label=f"{split} ({sum(values)})")
+        left.bar(x + i * width, values, width, label=f"{_(split)} ({sum(values)})")
     left.set_xticks(x + width * (len(counts) - 1) / 2, class_names)
     left.set_ylabel(_("images"))
     left.set_title(_("Images per class and split"))
@@ -92,7 +98,7 @@ def class_distribution(
 
     first = "train" if "train" in counts else next(iter(counts))
     shares = np.array(counts[first], dtype=float) / max(sum(counts[first]), 1)
-    right.bar(x - 0.2, shares * 100, 0.4, label=_("this data ({split})").format(split=first))
+    right.bar(x - 0.2, shares * 100, 0.4, label=_("this data ({split})").format(split=_(first)))
     title = _("Class share (%)")
     picked = [class_names.index(c) for c in highlight if c in class_names]
     if reference:
@@ -168,7 +174,7 @@ def resize_before_after(original: np.ndarray, resized: Mapping[str, np.ndarray])
     )
     for ax, (label, image) in zip(axes[1:], resized.items(), strict=True):
         ax.imshow(image)
-        ax.set_title(f"{label}: {image.shape[1]}x{image.shape[0]} {image.dtype}")
+        ax.set_title(f"{_(label)}: {image.shape[1]}x{image.shape[0]} {image.dtype}")
     for ax in axes:
         ax.axis("off")
     return _done(fig)
@@ -252,6 +258,13 @@ def predictions_grid(
     return _done(fig)
 
 
+def _run_name(name: str) -> str:
+    """A run's label in the edition's words: the kit's own names ("baseline", "2 workers"),
+    anything else as given."""
+    workers = re.fullmatch(r"(\d+) workers?", name)
+    return _("{n} workers").format(n=workers.group(1)) if workers else _(name)
+
+
 def compare_runs(
     runs: Mapping[str, Mapping[str, float | None]],
     metrics: Sequence[tuple[str, str]] = (
@@ -268,7 +281,7 @@ def compare_runs(
     for ax, (key, label) in zip(np.atleast_1d(axes), metrics, strict=True):
         values = [float(runs[n].get(key) or 0.0) for n in names]
         bars = ax.bar(
-            [_(n) for n in names],
+            [_run_name(n) for n in names],
             values,
             color=["tab:blue", "tab:orange", "tab:green"][: len(names)],
         )
