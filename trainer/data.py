@@ -22,13 +22,15 @@ import dataclasses
 import fcntl
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from typing import Any
+from urllib.parse import urlparse
 
 import tensorflow as tf
 
-from trainer.config import CACHE_ALIASES, CACHE_CHOICES, ConfigError
+from trainer.config import BAD_IMAGE_CHOICES, CACHE_ALIASES, CACHE_CHOICES, ConfigError
 
 AUTOTUNE = tf.data.AUTOTUNE
 SPLITS = ("train", "validation", "test")
@@ -50,6 +52,11 @@ JPEG_SCALE_RATIOS = (1, 2, 4, 8)  # what libjpeg can decode at (DCT scaling)
 # libjpeg's inverse DCT: "INTEGER_FAST" is the faster one TensorFlow's own ImageNet
 # preprocessing uses; "" keeps libjpeg's default (what TFDS and the codelab decode with).
 JPEG_DCT_METHOD = "INTEGER_FAST"
+# Where TFDS downloads cassava from (tensorflow_datasets/image_classification/cassava.py).
+# Offline, `download_and_prepare` retried for about 3.5 minutes before failing; one TCP
+# connection with this timeout says the same in seconds.
+CASSAVA_DOWNLOAD_URL = "https://storage.googleapis.com/emcassavadata/cassavaleafdata.zip"
+DOWNLOAD_PROBE_TIMEOUT_S = 5.0
 
 
 @dataclasses.dataclass
@@ -59,6 +66,7 @@ class SplitData:
     encoded: tf.data.Dataset  # elements: (encoded image bytes, int64 label)
     num_examples: int
     class_names: list[str]
+    skipped: list[str] = dataclasses.field(default_factory=list)  # records that do not decode
 
 
 def parse_source(data: str) -> tuple[str, str]:
@@ -84,12 +92,56 @@ def load_split(
     try_gcs: bool = False,
     shuffle_files: bool = False,
     seed: int | None = None,
+    bad_images: str = "fail",
 ) -> SplitData:
-    """Encoded images and labels of one split, from TFDS or a folder."""
+    """Encoded images and labels of one split, from TFDS or a folder.
+
+    Every image is decoded once first (`find_bad_images`): with ``bad_images="fail"`` a
+    record that does not decode stops the run here, named, before any training; with
+    ``"skip"`` it is left out and listed in `SplitData.skipped`.
+    """
+    if bad_images not in BAD_IMAGE_CHOICES:
+        raise ConfigError(f"--bad-images must be one of {', '.join(BAD_IMAGE_CHOICES)}")
     kind, where = parse_source(data)
     if kind == "tfds":
-        return _load_tfds_split(where, split, data_dir, try_gcs, shuffle_files, seed)
-    return _load_folder_split(where, split)
+        named, num, classes = _load_tfds_split(where, split, data_dir, try_gcs, shuffle_files, seed)
+    else:
+        named, num, classes = _load_folder_split(where, split)
+    bad = find_bad_images(named, num)
+    if bad and bad_images == "fail":
+        raise ConfigError(bad_images_message(data, split, bad))
+    if bad:
+        named = named.filter(lambda name, x, y: tf.reduce_all(tf.not_equal(name, bad)))
+    encoded = named.map(lambda name, x, y: (x, y), num_parallel_calls=AUTOTUNE)
+    return SplitData(encoded, num - len(bad), classes, skipped=bad)
+
+
+def bad_images_message(data: str, split: str, bad: list[str]) -> str:
+    """The error for records that do not decode: which, and the two ways on."""
+    shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+    return (
+        f"{len(bad)} image(s) in the {split!r} split of {data} do not decode: {shown}. Remove or "
+        "replace them (re-prepare the TFDS data), or pass --bad-images skip to train without them."
+    )
+
+
+def find_bad_images(named: tf.data.Dataset, expected: int | None = None) -> list[str]:
+    """Names of the records whose image does not decode, checked in parallel, once.
+
+    ``named`` yields (name, encoded image, label). The check decodes with the training
+    pipeline's own decoder at the smallest size (a JPEG at 1/8 scale, about 1 ms each on
+    2 cores), so what passes here decodes in training. When all ``expected`` records
+    decode, the names are not read a second time.
+    """
+    decoded = named.map(
+        lambda name, x, y: (name, tf.shape(decode_image_uint8(x, 32))),
+        num_parallel_calls=AUTOTUNE,
+    ).ignore_errors()
+    good = {name for name, _ in decoded.as_numpy_iterator()}
+    if expected is not None and len(good) >= expected:
+        return []
+    every = named.map(lambda name, x, y: name).as_numpy_iterator()
+    return [name.decode() for name in every if name not in good]
 
 
 def available_splits(data: str, *, data_dir: str | None = None, try_gcs: bool = False) -> list[str]:
@@ -112,6 +164,7 @@ def _tfds_builder(name: str, data_dir: str | None, try_gcs: bool) -> Any:
             "(the lab uses tfds:cassava)"
         ) from None
     if not builder.is_prepared():
+        _check_download_reachable(name, data_dir, try_gcs)
         try:
             builder.download_and_prepare()
         except Exception as err:  # offline machines end here: say what to do instead
@@ -124,6 +177,22 @@ def _tfds_builder(name: str, data_dir: str | None, try_gcs: bool) -> Any:
     return builder
 
 
+def _check_download_reachable(name: str, data_dir: str | None, try_gcs: bool) -> None:
+    """Fail in seconds, creating nothing, when the data is not prepared and cannot be fetched."""
+    host = urlparse(CASSAVA_DOWNLOAD_URL).hostname or ""
+    try:
+        socket.create_connection((host, 443), timeout=DOWNLOAD_PROBE_TIMEOUT_S).close()
+    except OSError as err:
+        where = data_dir or "the default TFDS data dir (~/tensorflow_datasets or $TFDS_DATA_DIR)"
+        raise ConfigError(
+            f"TFDS dataset {name!r} is not prepared in {where}, and this machine cannot reach "
+            f"{host} to download it ({type(err).__name__}: {err}). Pass --data-dir with a TFDS "
+            "dir that holds a prepared cassava/ (offline: `python -m labkit sample` prepares "
+            "a sample and prints its TFDS dir), or run where the download is reachable."
+            + ("" if try_gcs else " Nothing was created.")
+        ) from None
+
+
 def _load_tfds_split(
     name: str,
     split: str,
@@ -131,7 +200,8 @@ def _load_tfds_split(
     try_gcs: bool,
     shuffle_files: bool,
     seed: int | None,
-) -> SplitData:
+) -> tuple[tf.data.Dataset, int, list[str]]:
+    """(name, encoded image, label) records of a TFDS split, its size and its class names."""
     import tensorflow_datasets as tfds
 
     builder = _tfds_builder(name, data_dir, try_gcs)
@@ -139,13 +209,17 @@ def _load_tfds_split(
         raise ConfigError(f"tfds:{name} has no split {split!r}; it has {list(builder.info.splits)}")
     ds = builder.as_dataset(
         split=split,
-        as_supervised=True,
         shuffle_files=shuffle_files,
         decoders={"image": tfds.decode.SkipDecoding()},
         read_config=tfds.ReadConfig(shuffle_seed=seed),
     )
-    label_feature = builder.info.features["label"]
-    return SplitData(ds, builder.info.splits[split].num_examples, list(label_feature.names))
+    features = builder.info.features
+    has_names = "image/filename" in features
+    named = ds.map(
+        lambda r: (r["image/filename"] if has_names else tf.constant(""), r["image"], r["label"]),
+        num_parallel_calls=AUTOTUNE,
+    )
+    return named, builder.info.splits[split].num_examples, list(features["label"].names)
 
 
 def _folder_root(path: str) -> str:
@@ -187,33 +261,12 @@ def list_folder_split(path: str, split: str) -> tuple[list[str], list[int], list
     return files, labels, classes
 
 
-def find_corrupt_images(files: list[str]) -> list[str]:
-    """Files that do not decode as images (checked in parallel with tf.data, once per run)."""
-    paths = tf.data.Dataset.from_tensor_slices(files)
-    decoded = paths.map(
-        lambda p: (
-            p,
-            tf.shape(tf.io.decode_image(tf.io.read_file(p), channels=3, expand_animations=False)),
-        ),
-        num_parallel_calls=AUTOTUNE,
-    ).ignore_errors()
-    good = {p.decode() for p, _ in decoded.as_numpy_iterator()}
-    return [f for f in files if f not in good]
-
-
-def _load_folder_split(path: str, split: str) -> SplitData:
+def _load_folder_split(path: str, split: str) -> tuple[tf.data.Dataset, int, list[str]]:
+    """(path, encoded image, label) records of a split folder, its size and its classes."""
     files, labels, classes = list_folder_split(path, split)
-    corrupt = find_corrupt_images(files)
-    if corrupt:
-        shown = ", ".join(corrupt[:5]) + (
-            f" and {len(corrupt) - 5} more" if len(corrupt) > 5 else ""
-        )
-        raise ConfigError(
-            f"corrupt image file(s) that do not decode: {shown}. Remove or replace them."
-        )
     ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(labels, tf.int64)))
-    ds = ds.map(lambda f, y: (tf.io.read_file(f), y), num_parallel_calls=AUTOTUNE)
-    return SplitData(ds, len(files), classes)
+    ds = ds.map(lambda f, y: (f, tf.io.read_file(f), y), num_parallel_calls=AUTOTUNE)
+    return ds, len(files), classes
 
 
 def jpeg_scale_index(shape: tf.Tensor, image_size: int) -> tf.Tensor:
