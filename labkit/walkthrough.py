@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from labkit import i18n
 from labkit.console.form import CreateForm, default_form
 from labkit.settings import Settings
 
@@ -87,42 +88,50 @@ def _term(key: str, lang: str) -> str:
 def fields(form: CreateForm) -> list[Field]:
     """Every field of Training → Create, in the console's order, with this form's value."""
 
+    from labkit.i18n import gettext, term
+
     def t(key: str) -> tuple[str, str]:
         return _term(key, "en"), _term(key, "zh-CN")
 
-    # zh-CN names come from the glossary (Google's and the codelab's terms); a field the
-    # glossary does not hold shows "-" rather than a guessed translation.
+    def step(key: str) -> str:  # the form's section, in the active edition's console words
+        return term(key)
+
+    select = gettext("select")
+    # The field names stay in both languages (the learner's console may be in either); zh-CN
+    # names come from the glossary (Google's and the codelab's terms); a field the glossary
+    # does not hold shows "-" rather than a guessed translation. Steps and what to enter
+    # follow the edition.
     rows = [
         Field(
-            _term("training_method", "en"),
+            step("training_method"),
             "Dataset",
             "-",
             f"{_term('no_managed_dataset', 'en')} ({_term('no_managed_dataset', 'zh-CN')})",
         ),
-        Field("", *t("custom_training_advanced"), "select, then Continue"),
-        Field("Model details", "Train new model", "-", "select"),
+        Field("", *t("custom_training_advanced"), gettext("select, then Continue")),
+        Field(gettext("Model details"), "Train new model", "-", select),
         Field("", *t("model_name"), form.model_name),
         Field(
             "",
             "Advanced options > Labels",
             "-",
-            form.labels + "  (notebook 05 deletes the pipeline by lab=cassava)",
+            form.labels + "  " + gettext("(notebook 05 deletes the pipeline by lab=cassava)"),
         ),
-        Field(_term("container_settings", "en"), *t("custom_container"), "select"),
+        Field(step("container_settings"), *t("custom_container"), select),
         Field("", *t("container_image"), form.image_uri),
         Field(
             "",
             *t("model_output_directory"),
-            form.output_dir + "  (never empty: it sets AIP_MODEL_DIR)",
+            form.output_dir + "  " + gettext("(never empty: it sets AIP_MODEL_DIR)"),
         ),
-        Field("", "Arguments", "-", " ".join(form.arg_list()) or "(leave empty)"),
+        Field("", "Arguments", "-", " ".join(form.arg_list()) or gettext("(leave empty)")),
         Field(
-            _term("hyperparameters", "en"),
+            step("hyperparameters"),
             "Enable hyperparameter tuning",
             "-",
-            "leave off, Continue",
+            gettext("leave off, Continue"),
         ),
-        Field(_term("compute_and_pricing", "en"), *t("region"), form.region),
+        Field(step("compute_and_pricing"), *t("region"), form.region),
     ]
     roles = ("chief", "worker", "parameter_server", "evaluator")
     for i, pool in enumerate(form.pools):
@@ -131,29 +140,37 @@ def fields(form: CreateForm) -> list[Field]:
         accel = (
             f"{pool.accelerator_type} x{pool.accelerator_count}"
             if pool.accelerator_type
-            else "none"
+            else gettext("none")
         )
         rows.append(
             Field(
                 "",
                 f"{_term('worker_pool', 'en')} {i} ({_term(roles[i], 'en')})",
                 f"{_term('worker_pool', 'zh-CN')} {i}（{_term(roles[i], 'zh-CN')}）",
-                f"machine type {pool.machine_type}, accelerator {accel}, "
-                f"worker count {pool.replica_count}",
+                gettext(
+                    "machine type {machine}, accelerator {accelerator}, worker count {count}"
+                ).format(machine=pool.machine_type, accelerator=accel, count=pool.replica_count),
             )
         )
     rows += [
-        Field("Prediction container", "No prediction container", "-", "select"),
-        Field("", *t("start_training"), "click; the job appears under Training pipelines"),
+        Field(gettext("Prediction container"), "No prediction container", "-", select),
+        Field("", *t("start_training"), gettext("click; the job appears under Training pipelines")),
     ]
     return rows
 
 
 def walkthrough(settings: Settings, **form_options: Any) -> Any:
-    """The table notebook 04 shows (a `labkit.notebook.Table`)."""
+    """The table notebook 04 shows (a `labkit.notebook.Table`). Its cells are already in the
+    right language: `fields` keeps the console's English field names English (the zh-CN names
+    have their own column), so the table must not translate them again."""
     from labkit.notebook import Table
 
-    return Table(fields(cloud_form(settings, **form_options)))
+    class FormTable(Table):
+        @staticmethod
+        def _cell(value: Any) -> str:
+            return "" if value is None else str(value)
+
+    return FormTable(fields(cloud_form(settings, **form_options)))
 
 
 def _pools(spec: dict[str, Any]) -> str:
@@ -167,7 +184,10 @@ def _pools(spec: dict[str, Any]) -> str:
         machine = pool.get("machineSpec") or {}
         gpu = machine.get("acceleratorType")
         gpus = f" + {machine.get('acceleratorCount')} {gpu}" if gpu else ""
-        parts.append(f"pool {i}: {pool.get('replicaCount')} x {machine.get('machineType')}{gpus}")
+        parts.append(
+            f"{i18n.term('worker_pool')} {i}: "
+            f"{pool.get('replicaCount')} x {machine.get('machineType')}{gpus}"
+        )
     return "; ".join(parts)
 
 
@@ -181,30 +201,31 @@ def compare_routes(pipeline: dict[str, Any], custom_job: dict[str, Any]) -> Any:
     job_spec = camel_keys(custom_job.get("jobSpec") or {})
     backing = (pipeline.get("trainingTaskMetadata") or {}).get("backingCustomJob", "")
 
+    _ = i18n.gettext
+
     def out(spec: dict[str, Any]) -> str:
-        return (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix", "(none)")
+        return (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix", _("(none)"))
 
     rows = [
-        ("creates", "a training pipeline, which starts a custom job", "a custom job"),
-        ("resource", pipeline.get("name", ""), custom_job.get("name", "")),
-        ("its custom job", backing, "(itself)"),
+        (_("creates"), _("a training pipeline, which starts a custom job"), _("a custom job")),
+        (_("resource"), pipeline.get("name", ""), custom_job.get("name", "")),
+        (_("its custom job"), backing, _("(itself)")),
         (
-            "in the console",
-            "Training > Training pipelines (its job also under Custom jobs)",
-            "Training > Custom jobs",
+            _("in the console"),
+            _("Training > Training pipelines (its job also under Custom jobs)"),
+            _("Training > Custom jobs"),
         ),
-        ("state", pipeline.get("state", ""), custom_job.get("state", "")),
-        ("worker pools", _pools(inputs), _pools(job_spec)),
-        ("model output directory", out(inputs), out(job_spec)),
+        (_("state"), pipeline.get("state", ""), custom_job.get("state", "")),
+        (_("worker pools"), _pools(inputs), _pools(job_spec)),
+        (_("model output directory"), out(inputs), out(job_spec)),
         (
-            "labels",
+            _("labels"),
             ", ".join(f"{k}={v}" for k, v in (pipeline.get("labels") or {}).items()),
             ", ".join(f"{k}={v}" for k, v in (custom_job.get("labels") or {}).items()),
         ),
     ]
-    return Table(
-        [{"": what, "console (Start training)": a, "SDK (CustomJob.run)": b} for what, a, b in rows]
-    )
+    console_route, sdk_route = _("console (Start training)"), _("SDK (CustomJob.run)")
+    return Table([{"": what, console_route: a, sdk_route: b} for what, a, b in rows])
 
 
 # --------------------------------------------------------------------------- cleanup (05)
@@ -236,10 +257,13 @@ def unlabelled_console_pipelines(settings: Settings) -> list[Any]:
 def describe_pipelines(pipelines: Sequence[Any]) -> str:
     """One line per pipeline for the dry run."""
     if not pipelines:
-        return f"no unlabelled training pipeline named {MODEL_NAME!r}"
+        return i18n.gettext("no unlabelled training pipeline named {name!r}").format(
+            name=MODEL_NAME
+        )
     return "\n".join(
-        f"would delete training pipeline {p.resource_name} ({p.display_name}, {p.state.name}, "
-        "no lab=cassava label)"
+        i18n.gettext(
+            "would delete training pipeline {resource} ({name}, {state}, no lab=cassava label)"
+        ).format(resource=p.resource_name, name=p.display_name, state=p.state.name)
         for p in pipelines
     )
 
@@ -257,5 +281,9 @@ def delete_pipelines(pipelines: Sequence[Any]) -> list[str]:
                 cancel_and_wait(pipeline)
             pipeline.delete()
             deleted.append(pipeline.resource_name)
-            print(f"deleted training pipeline {pipeline.resource_name} ({pipeline.display_name})")
+            print(
+                i18n.gettext("deleted training pipeline {resource} ({name})").format(
+                    resource=pipeline.resource_name, name=pipeline.display_name
+                )
+            )
     return deleted
