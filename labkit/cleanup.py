@@ -456,37 +456,40 @@ def foreign_local_records(state: Path) -> list[str]:
     return found
 
 
-def _cluster_leftovers_item() -> Item | None:
-    """Replicas of a `labkit cluster` run whose launcher was killed (recorded pids alive)."""
+def _cluster_leftovers_items() -> list[Item]:
+    """Replicas of `labkit cluster` runs whose launcher was killed: pids still alive in a
+    ``LAB_HOME/cluster/<run>/processes.json`` (the runner removes its record when it ends)."""
     import psutil
 
-    from labkit import cluster, supervisor
+    from labkit import supervisor
 
-    folder = cluster.default_logs_dir()
-    try:
-        records = json.loads((folder / supervisor.PROCESS_RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    alive = [str(r["pid"]) for r in records.values() if psutil.pid_exists(int(r["pid"]))]
-    if not alive:
-        (folder / supervisor.PROCESS_RECORD).unlink(missing_ok=True)
-        return None
-    return Item(
-        "local processes",
-        f"labkit cluster replicas (pid {', '.join(alive)})",
-        f"recorded in {folder / supervisor.PROCESS_RECORD}; their launcher is gone",
-        "kill them",
-        lambda: supervisor.kill_recorded(folder),
-    )
+    items = []
+    for record in sorted((paths.lab_home() / "cluster").glob(f"*/{supervisor.PROCESS_RECORD}")):
+        try:
+            pids = [int(r["pid"]) for r in json.loads(record.read_text()).values()]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        alive = [str(pid) for pid in pids if psutil.pid_exists(pid)]
+        if not alive:
+            record.unlink(missing_ok=True)
+            continue
+        items.append(
+            Item(
+                "local processes",
+                f"labkit cluster replicas (pid {', '.join(alive)})",
+                f"recorded in {record}; their launcher is gone",
+                "kill them",
+                lambda folder=record.parent: supervisor.kill_recorded(folder),
+            )
+        )
+    return items
 
 
 def _plan_local(settings: Settings, plan: CleanupPlan, foreign_buckets: list[str]) -> list[Item]:
     from labkit.emulator import control
 
     items: list[Item] = []
-    leftovers = _cluster_leftovers_item()
-    if leftovers:
-        items.append(leftovers)
+    items += _cluster_leftovers_items()
     state = paths.emulator_state_dir()
     foreign = foreign_local_records(state) if state.exists() else []
     if foreign:

@@ -225,13 +225,16 @@ def kill_recorded(folder: Path) -> list[int]:
     for record in records.values():
         pid = int(record["pid"])
         try:
-            same = abs(psutil.Process(pid).create_time() - float(record["create_time"])) < 0.01
+            process = psutil.Process(pid)
+            same = abs(process.create_time() - float(record["create_time"])) < 0.01
+            dead = process.status() == psutil.STATUS_ZOMBIE  # exited, not yet reaped
         except psutil.NoSuchProcess:
             continue
         if same:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-                killed.append(pid)
+                os.killpg(pid, signal.SIGKILL)  # also what a dead leader's group still runs
+                if not dead:
+                    killed.append(pid)
     path.unlink(missing_ok=True)
     return killed
 
