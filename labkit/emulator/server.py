@@ -46,7 +46,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
@@ -108,11 +108,14 @@ async def _body(request: Request) -> dict[str, Any]:
         if int(declared) > limits.MAX_BODY_BYTES:
             raise bad_request(limits.payload_too_large(int(declared)))
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limits.MAX_BODY_BYTES:
-            raise bad_request(limits.payload_too_large())
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limits.MAX_BODY_BYTES:
+                raise bad_request(limits.payload_too_large())
+            chunks.append(chunk)
+    except ClientDisconnect as err:
+        raise bad_request("The request body ended before its Content-Length.") from err
     raw = b"".join(chunks)
     try:
         body = json.loads(raw or b"{}")
