@@ -6,6 +6,7 @@ The same pages in Chromium are in tests/test_console_browser.py.
 from __future__ import annotations
 
 import html
+import html.parser
 import re
 import time
 import urllib.request
@@ -123,7 +124,7 @@ def console(tmp_path):
     from labkit.paths import REPO_ROOT
 
     service = Service(tmp_path / "state", tmp_path / "gcs", 0)
-    service.register_image(SETTINGS.image_uri, REPO_ROOT)
+    service.register_image(SETTINGS.image_uri, str(REPO_ROOT))  # the API takes strings
     app = create_app(service)
     # the page reads the lab's saved settings; here the test's own
     mount = next(r for r in app.routes if getattr(r, "path", "") == "/console")
@@ -164,6 +165,62 @@ def test_the_page_speaks_zh_cn_with_googles_console_terms(console):
         assert words in page, words
     assert 'lang="zh-CN"' in page
     assert "估算，而非账单" in page  # the cost estimate follows ?hl=, not the process's language
+
+
+class _VisibleText(html.parser.HTMLParser):
+    """What a reader sees on a page: text outside scripts, styles and editable fields (whose
+    contents are the learner's data), plus the attributes a screen reader says."""
+
+    HIDDEN = ("script", "style", "textarea", "pre")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag, attrs):
+        self._hidden += tag in self.HIDDEN
+        self.texts += [v for k, v in attrs if k in ("placeholder", "title", "aria-label") and v]
+
+    def handle_endtag(self, tag):
+        self._hidden -= tag in self.HIDDEN
+
+    def handle_data(self, data):
+        if not self._hidden and data.strip():
+            self.texts.append(data.strip())
+
+
+@pytest.mark.parametrize(
+    "page", ["/training/create", "/training", "/training?tab=custom-jobs", "/training/x/1"]
+)
+def test_every_visible_string_follows_hl(console, page):
+    """With ?hl=zh-CN every piece of text the page itself writes is Chinese: English is left
+    only in names (products, the language switch, machine and accelerator types, the
+    project's resource path) and in error messages, which stay English."""
+    url = "/console" + page + ("&" if "?" in page else "?") + "hl=zh-CN"
+    reader = _VisibleText()
+    reader.feed(console.get(url).text)
+    names = {"English", "Vertex AI", "TF_CONFIG", "ID", "GB", "(GB)", "gs://", "N/A"}
+    names |= {m for m, _, _ in specs.machine_catalog()} | set(specs.KNOWN_ACCELERATORS)
+    english = [
+        t
+        for t in reader.texts
+        if re.search(r"[A-Za-z]{3,}", t)
+        and not re.search(r"[\u4e00-\u9fff]", t)
+        and t not in names
+        and not t.startswith(("projects/", "TrainingPipeline ", "CustomJob "))
+        and not re.fullmatch(r"[\w.:/-]+", t)  # a resource name, region, URI or enum value
+    ]
+    assert english == [], f"{page}: not translated for ?hl=zh-CN: {english}"
+
+
+def test_console_durations_follow_hl():
+    from labkit.console.views import duration
+
+    run = {"startTime": "2026-12-04T10:00:00Z", "endTime": "2026-12-04T11:02:05Z"}
+    assert duration(run) == "1 hr 2 min" and duration(run, "zh-CN") == "1 小时 2 分钟"
+    run["endTime"] = "2026-12-04T10:01:05Z"
+    assert duration(run) == "1 min 5 s" and duration(run, "zh-CN") == "1 分钟 5 秒"
 
 
 def test_invalid_form_answers_400_with_every_error_on_its_field(console):

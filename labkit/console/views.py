@@ -80,8 +80,11 @@ def _short_time(value: str | None) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S UTC") if t else ""
 
 
-def duration(resource: dict[str, Any]) -> str:
-    """Start to end (or to now while it runs), as the console lists it: ``1 min 5 s``."""
+def duration(resource: dict[str, Any], lang: str | None = None) -> str:
+    """Start to end (or to now while it runs), as the console lists it: ``1 min 5 s``
+    (``1 分钟 5 秒`` for ``lang="zh-CN"``)."""
+    from labkit.i18n import gettext
+
     start = _time(resource.get("startTime"))
     if not start:
         return ""
@@ -90,15 +93,17 @@ def duration(resource: dict[str, Any]) -> str:
     minutes, seconds = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     if hours:
-        return f"{hours} hr {minutes} min"
-    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+        return gettext("{hours} hr {minutes} min", lang).format(hours=hours, minutes=minutes)
+    if minutes:
+        return gettext("{minutes} min {seconds} s", lang).format(minutes=minutes, seconds=seconds)
+    return gettext("{seconds} s", lang).format(seconds=seconds)
 
 
 def _labels(resource: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in (resource.get("labels") or {}).items())
 
 
-def _row(resource: dict[str, Any], kind: str) -> dict[str, Any]:
+def _row(resource: dict[str, Any], kind: str, lang: str | None = None) -> dict[str, Any]:
     return {
         "id": resource["name"].rsplit("/", 1)[-1],
         "name": resource["name"],
@@ -106,7 +111,7 @@ def _row(resource: dict[str, Any], kind: str) -> dict[str, Any]:
         "display_name": resource.get("displayName", ""),
         "state": resource.get("state", ""),
         "created": _short_time(resource.get("createTime")),
-        "duration": duration(resource),
+        "duration": duration(resource, lang),
         "labels": _labels(resource),
         "terminal": is_terminal(resource.get("state")),
     }
@@ -170,7 +175,7 @@ class Console:
         tab = request.query_params.get("tab", "pipelines")
         kind = TABS.get(tab, "trainingPipelines")
         found = self.service.list(kind, self.parent()).get(kind, [])
-        rows = [_row(r, kind) for r in found]
+        rows = [_row(r, kind, _language(request)) for r in found]
         return self.render(
             request,
             "training.html",
@@ -302,7 +307,7 @@ class Console:
             "job.html",
             kind=kind,
             resource=resource,
-            row=_row(resource, kind),
+            row=_row(resource, kind, _language(request)),
             pipeline=pipeline,
             job=job,
             pools=[specs.camel_keys(p) for p in pools],
@@ -340,7 +345,7 @@ class Console:
             {
                 "state": resource.get("state"),
                 "terminal": is_terminal(resource.get("state")),
-                "duration": duration(resource),
+                "duration": duration(resource, _language(request)),
                 "logs": logs.get("replicas", {}),
             }
         )
