@@ -63,6 +63,6 @@ def main(argv: list[str]) -> int:
             notebooks.mark_translated(args.notebook, cell_id, lang=lang, en_dir=source)
             print(f"{args.notebook} cell {cell_id}: marked as translating the current English")
         return 0
-    for t in i18n.glossary().values():
-        print(f"{t.en:<32} {t.zh_CN:<16} {t.where}  [{t.source}]")
+    rows = [[t.en, t.zh_CN, t.where, f"[{t.source}]"] for t in i18n.glossary().values()]
+    print(i18n.text_table(["en", "zh-CN", "where", "source"], rows))
     return 0
