@@ -13,9 +13,9 @@ notebook and an HTML export of each, plus the ``results.json`` the notebooks rec
 exit status is non-zero as soon as a cell fails; the later notebooks are then skipped and
 the local Vertex AI service is stopped (its state stays for debugging).
 
-Reference outputs for nbval: the code cells marked ``# NBVAL_CHECK_OUTPUT`` (also tagged
-``keep_output`` for nbstripout) keep their outputs and execution count in the committed
-notebooks; every other cell is stored without outputs. ``--update-references`` executes the
+Reference outputs for nbval: the code cells tagged ``nbval-check-output`` (nbval's own
+cell tag; also tagged ``keep_output`` for nbstripout) keep their outputs and execution count
+in the committed notebooks; every other cell is stored without outputs. ``--update-references`` executes the
 notebooks with `CHECK_PARAMETERS` and copies the marked cells' outputs back; ``--strip``
 removes every other output (run it after saving a notebook from Jupyter, or after nbstripout,
 which drops the references' execution counts).
@@ -34,7 +34,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit import notebook, paths
+from labkit import paths
+from labkit.results import RESULTS_FILE, load_results
+from trainer.config import args_for
 
 NOTEBOOK_DIR = paths.REPO_ROOT / "notebooks"
 NOTEBOOKS = (
@@ -46,7 +48,9 @@ NOTEBOOKS = (
     "05_cleanup",
 )
 KERNEL_NAME = "python3"
-REFERENCE_MARKER = "# NBVAL_CHECK_OUTPUT"
+# nbval compares the outputs of the cells tagged so (nbval 0.11 `metadata_tags`, the tag form
+# of its NBVAL_CHECK_OUTPUT comment); under --nbval-lax every other cell only has to run.
+REFERENCE_TAG = "nbval-check-output"
 KEEP_OUTPUT_TAG = "keep_output"
 PARAMETERS_TAG = "parameters"
 CELL_TIMEOUT_S = 1200
@@ -84,7 +88,7 @@ class LabRun:
 
     @property
     def results(self) -> dict[str, Any]:
-        return notebook.load_results(self.run_dir)
+        return load_results(self.run_dir)
 
 
 # --------------------------------------------------------------------------- choosing
@@ -374,7 +378,7 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #bbb;padding:.2em .5em;
 <h2>{tr("Parameters")}</h2>
 <table><thead><tr><th>{tr("name")}</th><th>{tr("value")}</th></tr></thead><tbody>{params}</tbody></table>
 <h2>{tr("Recorded results")}</h2>
-<p>From <a href="{notebook.RESULTS_FILE}">{notebook.RESULTS_FILE}</a>.</p>
+<p>From <a href="{RESULTS_FILE}">{RESULTS_FILE}</a>.</p>
 <table><thead><tr><th>{tr("result")}</th><th>{tr("value")}</th></tr></thead><tbody>{recorded}</tbody></table>
 </body></html>
 """
@@ -407,7 +411,7 @@ def format_summary(run: LabRun) -> str:
             lines.append(f"metrics: {results[key]['metrics_file']}")
             break
     if results:
-        lines.append(f"results: {run.run_dir / notebook.RESULTS_FILE}")
+        lines.append(f"results: {run.run_dir / RESULTS_FILE}")
     return "\n".join(lines)
 
 
@@ -434,7 +438,7 @@ def train_only(
     run_dir = Path(run_dir) if run_dir else new_run_dir(suffix="-train")
     run_dir.mkdir(parents=True, exist_ok=True)
     result = run_cluster(
-        ["python", "-m", "trainer.task", *notebook.trainer_args(knobs)],
+        ["python", "-m", "trainer.task", *args_for(**knobs)],
         workers=int(knobs["workers"]),
         chief=True,
         logs_dir=run_dir / "logs",
@@ -448,9 +452,9 @@ def train_only(
 
 
 def is_reference_cell(cell: Mapping[str, Any]) -> bool:
-    return cell.get("cell_type") == "code" and any(
-        line.strip() == REFERENCE_MARKER for line in "".join(cell.get("source", "")).splitlines()
-    )
+    """A code cell whose outputs nbval compares (tagged `REFERENCE_TAG`)."""
+    tags = (cell.get("metadata") or {}).get("tags") or []
+    return cell.get("cell_type") == "code" and REFERENCE_TAG in tags
 
 
 def strip_notebook(nb: Any) -> Any:
@@ -474,23 +478,19 @@ def strip_notebook(nb: Any) -> Any:
     return nb
 
 
-def _without_marker(source: str) -> str:
-    return "\n".join(line for line in source.splitlines() if line.strip() != REFERENCE_MARKER)
-
-
 def copy_references(source: Any, executed: Any) -> tuple[Any, int]:
     """The source notebook with its reference cells' outputs taken from an executed copy
-    (cells matched by their code, the marker aside); returns it and how many were updated."""
+    (cells matched by their code); returns it and how many were updated."""
     by_code: dict[str, list[Any]] = {}
     for cell in executed.cells:
         if cell.cell_type == "code":
-            by_code.setdefault(_without_marker("".join(cell.source)), []).append(cell)
+            by_code.setdefault("".join(cell.source), []).append(cell)
     updated = copy.deepcopy(source)
     count = 0
     for cell in updated.cells:
         if not is_reference_cell(cell):
             continue
-        matches = by_code.get(_without_marker("".join(cell.source)))
+        matches = by_code.get("".join(cell.source))
         if not matches:
             raise ValueError(
                 f"reference cell not found in the executed notebook: {''.join(cell.source)[:80]!r}"
@@ -562,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument(
         "--update-references",
         action="store_true",
-        help="run with the CI knobs and store the NBVAL_CHECK_OUTPUT cells' outputs",
+        help="run with the CI knobs and store the outputs of the cells tagged nbval-check-output",
     )
     what.add_argument(
         "--strip",
@@ -575,12 +575,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _main_train_only(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     knob_overrides = {k.lower(): v for k, v in overrides.items() if k not in ("MODE", "RUN_DIR")}
     result, run_dir = train_only(args.out, knob_overrides)
+    # Here, not at the top: trainer.export imports TensorFlow, which the rest of the lab
+    # runner (the parent of papermill's kernels) never needs.
+    from trainer.export import SAVEDMODEL_DIR
+
     model_dir = run_dir / "model"
     if not result.ok:
         print(f"[lab] training failed: {result.message}", file=sys.stderr)
         return 1
     print(f"[lab] 2-worker training succeeded in {result.wall_seconds:.1f} s")
-    print(f"model:   {notebook.savedmodel_path(model_dir)}")
+    print(f"model:   {model_dir / SAVEDMODEL_DIR}")
     print(f"metrics: {model_dir / 'metrics.json'}")
     print(f"logs:    {run_dir / 'logs'}")
     return 0

@@ -13,12 +13,14 @@ import dataclasses
 import json
 import os
 import re
+import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from labkit import paths
+from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY, paths
+from labkit.tflogs import import_tensorflow_quietly
 from trainer.config import find_placeholder
 
 MODES = ("local", "cloud")
@@ -125,8 +127,6 @@ class Settings:
     @property
     def labels(self) -> dict[str, str]:
         """The labels every resource the kit creates carries; cleanup deletes by them."""
-        from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY
-
         return {KIT_LABEL_KEY: KIT_LABEL_VALUE, RUN_LABEL_KEY: self.run_id}
 
     def knobs(self, *, profile: str = "single", **overrides: Any) -> dict[str, Any]:
@@ -225,8 +225,11 @@ def load_settings(
     """Settings saved by notebook 00 (if any), overridden by the non-None arguments.
 
     With no saved file, `mode="auto"` chooses the mode (see `choose_mode`). In local mode
-    the Google libraries are told not to probe a metadata server.
+    the Google libraries are told not to probe a metadata server. In a notebook kernel the
+    first load also quiets TensorFlow's start-up logs (`quiet_tensorflow_logs`), so no
+    notebook needs a cell for it.
     """
+    quiet_tensorflow_logs()
     path = Path(path or paths.settings_file())
     saved: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     values = dict(saved)
@@ -255,6 +258,21 @@ def load_settings(
     if save:
         settings.save(path)
     return settings
+
+
+def quiet_tensorflow_logs() -> None:
+    """In a Jupyter kernel, hide TensorFlow's C++ start-up chatter (CUDA probing, CPU flags).
+
+    ``TF_CPP_MIN_LOG_LEVEL=2`` is set for this process and what it starts (replicas, the
+    local Vertex AI service), and TensorFlow is imported now with the lines no level hides
+    sent to the kernel's log file (`labkit.tflogs`). Notebooks load their settings before
+    they import TensorFlow, which makes this the one place. Outside a kernel (the CLI, the
+    service, tests) nothing is imported: they must not pay for TensorFlow.
+    """
+    if "ipykernel" not in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import_tensorflow_quietly()
 
 
 def main(argv: list[str]) -> int:

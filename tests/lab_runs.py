@@ -1,7 +1,7 @@
 """The whole lab executed once under nbval, shared by the notebook tests and the model checks.
 
 papermill injects the CI knobs (`labkit.lab.CHECK_PARAMETERS`) into copies of the notebooks,
-nbval executes them in order and compares the cells marked ``# NBVAL_CHECK_OUTPUT`` with the
+nbval executes them in order and compares the cells tagged ``nbval-check-output`` with the
 reference outputs committed in notebooks/. Everything runs in a temporary LAB_HOME (a copy of
 the sample, a local Vertex AI service on a free port), so it neither uses nor deletes the
 developer's `.lab/`. The run folder (results.json, the baseline's and the 2-worker models)

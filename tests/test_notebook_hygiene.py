@@ -16,6 +16,7 @@ from labkit.lab import (
     NOTEBOOK_DIR,
     NOTEBOOKS,
     PARAMETERS_TAG,
+    REFERENCE_TAG,
     is_reference_cell,
     strip_notebook,
 )
@@ -112,7 +113,8 @@ def test_strip_notebook_removes_outputs_but_keeps_references():
     plain.outputs = [nbformat.v4.new_output("stream", name="stdout", text="noise\n")]
     plain.execution_count = 7
     plain.metadata["papermill"] = {"duration": 1.0}
-    reference = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")
+    reference = nbformat.v4.new_code_cell("print(1)")
+    reference.metadata["tags"] = [REFERENCE_TAG]
     reference.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
     reference.execution_count = None  # as nbstripout leaves it
     nb.cells.append(reference)

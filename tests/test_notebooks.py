@@ -26,8 +26,10 @@ from lab_runs import (
     training_cells,
 )
 
-from labkit import lab, notebook, plots
+from labkit import lab, plots, views
+from labkit.results import load_results, record, require_result
 from labkit.settings import Settings
+from trainer.config import args_for
 
 CHANCE = 0.2  # five classes
 
@@ -65,7 +67,7 @@ def test_every_cell_runs_and_references_match(nbval_lab):
 @pytest.mark.slow
 @pytest.mark.timeout(LAB_TIMEOUT_S + 120)
 def test_recorded_results(nbval_lab):
-    results = notebook.load_results(nbval_lab["run_dir"])
+    results = load_results(nbval_lab["run_dir"])
     assert results["setup"]["mode"] == "local"
     assert all(check["ok"] for check in results["setup"]["checks"])
     assert results["data"]["splits"] == {"train": 500, "validation": 125, "test": 125}
@@ -124,7 +126,7 @@ def test_other_parameters_run_and_their_claims_hold(other_lab):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     workers, epochs = OTHER_PARAMETERS["WORKERS"], OTHER_PARAMETERS["EPOCHS"]
     steps = OTHER_PARAMETERS["STEPS_PER_EPOCH"]
-    results = notebook.load_results(run_dir)
+    results = load_results(run_dir)
     baseline, mwms = results["baseline"], results["mwms"]
     assert baseline["replicas"] == 1 and baseline["epochs_run"] == list(range(epochs))
     assert mwms["replicas"] == mwms["workers"] == workers
@@ -277,7 +279,8 @@ def test_train_only_trains_two_workers_and_says_where_the_model_is(tmp_path, sam
 
 def test_copy_references_takes_only_marked_cells(tmp_path):
     source = nbformat.v4.new_notebook()
-    marked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")
+    marked = nbformat.v4.new_code_cell("print(1)")
+    marked.metadata["tags"] = [lab.REFERENCE_TAG]
     plain = nbformat.v4.new_code_cell("print(2)")
     source.cells = [marked, plain]
     executed = nbformat.v4.new_notebook()
@@ -324,21 +327,21 @@ def test_resolve_notebooks_and_params():
 
 
 def test_results_are_merged_and_read_back(tmp_path):
-    notebook.record(tmp_path, "a", {"value": np.float32(0.5), "shape": np.zeros((2, 3)).shape})
-    notebook.record(tmp_path, "b", [Path("/x")])
-    assert notebook.load_results(tmp_path) == {"a": {"value": 0.5, "shape": [2, 3]}, "b": ["/x"]}
+    record(tmp_path, "a", {"value": np.float32(0.5), "shape": np.zeros((2, 3)).shape})
+    record(tmp_path, "b", [Path("/x")])
+    assert load_results(tmp_path) == {"a": {"value": 0.5, "shape": [2, 3]}, "b": ["/x"]}
     with pytest.raises(LookupError, match="run notebook 02 first"):
-        notebook.require_result(tmp_path, "baseline", "02")
+        require_result(tmp_path, "baseline", "02")
 
 
 def test_local_knobs_become_trainer_options():
     settings = Settings(mode="local", project_id="local-project")
     knobs = settings.knobs(epochs=1)
-    args = notebook.trainer_args(knobs)
+    args = args_for(**knobs)
     assert args[args.index("--epochs") + 1] == "1"
     assert args[args.index("--bn-momentum") + 1] == "0.9"
     assert args[args.index("--weights") + 1] == "none"
-    cloud = notebook.trainer_args(Settings(mode="cloud", project_id="my-project-123").knobs())
+    cloud = args_for(**Settings(mode="cloud", project_id="my-project-123").knobs())
     assert "--bn-momentum" not in cloud and cloud[cloud.index("--image-size") + 1] == "300"
 
 
@@ -356,7 +359,7 @@ def test_cluster_and_job_knobs_keep_the_baselines_global_batch_locally():
 
 
 def test_table_renders_text_and_html():
-    table = notebook.Table([{"name": "a", "ok": True, "x": 0.123456}, {"name": "<b>", "ok": False}])
+    table = views.Table([{"name": "a", "ok": True, "x": 0.123456}, {"name": "<b>", "ok": False}])
     assert repr(table).splitlines() == ["name  ok   x", "a     yes  0.1235", "<b>   no"]
     assert "&lt;b&gt;" in table._repr_html_()
 
@@ -364,10 +367,10 @@ def test_table_renders_text_and_html():
 def test_show_source_names_a_missing_snippet():
     from trainer import distribution
 
-    shown = repr(notebook.show_source(distribution.is_chief, around='task_type == "chief"'))
+    shown = repr(views.show_source(distribution.is_chief, around='task_type == "chief"'))
     assert shown.startswith("# trainer/distribution.py, lines")
     with pytest.raises(ValueError, match="update the snippet"):
-        notebook.show_source(distribution.is_chief, around="no such line")
+        views.show_source(distribution.is_chief, around="no such line")
 
 
 def test_every_plot_returns_a_figure_that_renders(tmp_path):
