@@ -5,7 +5,9 @@ writes them (`labkit.vertex_env`), output prefixed by its role, and a log file o
 (`labkit.supervisor`). With ``--chief`` the first replica is pool 0's ``chief`` and the
 others are pool 1's workers, as in the codelab's job; without it all N are ``worker``
 tasks (TensorFlow's layout, worker 0 acting as chief). One failing replica stops the rest
-within seconds; the exit status is 0 only when every replica succeeded.
+within seconds; the exit status is 0 only when every replica succeeded. The replicas die
+with the launcher even when it is SIGKILLed (a parent-death signal, `labkit.supervisor`), and
+their pids are in ``<logs>/processes.json`` while they run, for `labkit cleanup`.
 
     python -m labkit cluster --workers 2 --chief --base-output-dir runs/mwms -- python -m trainer.task --epochs 1
 
