@@ -359,6 +359,133 @@ def test_kit_tables_and_summaries_follow_the_edition(zh, capsys, tmp_path):
     assert "<th>setting</th>" in table._repr_html_()
 
 
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_text_tables_align_chinese_cells_by_display_width():
+    table = i18n.text_table(["pool", "角色", "n"], [[0, "主工作器", 1], [1, "worker", 12]], "<<>")
+    lines = table.splitlines()
+    # the right-aligned last column ends at the same display column on every line, the
+    # second column starts at the same one (len() would count 主工作器 as 4, not 8)
+    assert [i18n.display_width(line) for line in lines] == [18, 18, 18]
+    starts = [
+        line[: line.index(cell)]
+        for line, cell in zip(lines, ["角色", "主工作器", "worker"], strict=True)
+    ]
+    assert {i18n.display_width(s) for s in starts} == {6}
+    assert i18n.display_width("主工作器") == 8 and i18n.display_width("worker") == 6
+    with pytest.raises(ValueError, match="2 cells for 3 columns"):
+        i18n.text_table(["a", "b", "c"], [[1, 2]])
+
+
+def test_wcwidth_is_pinned_in_both_dependency_files():
+    import wcwidth  # noqa: F401  (installed from the pins)
+
+    assert '"wcwidth==' in (paths.REPO_ROOT / "pyproject.toml").read_text()
+    assert "- wcwidth==" in (paths.REPO_ROOT / "environment.yml").read_text()
+
+
+def _cost_text() -> str:
+    from labkit.cost import estimate_cost
+
+    machine = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_V100"}
+    pool = {"replica_count": 1, "machine_spec": {**machine, "accelerator_count": 1}}
+    pool["container_spec"] = {"image_uri": "us-central1-docker.pkg.dev/p/r/i:t"}
+    return str(estimate_cost([pool, pool], hours=0.55))
+
+
+def _kit_output() -> dict[str, str]:
+    """Every learner-facing text these modules print, in the active edition."""
+    from labkit import claims, faultdemo, images, sample, setup_checks, walkthrough
+    from labkit.settings import Settings
+
+    cloud = Settings(mode="cloud", project_id="p")
+    counts = {s: {c: 3 for c in sample.CLASSES} for s in sample.SPLITS}
+    check = setup_checks.environment_checks(prefix="/usr")
+    plan = faultdemo.FaultPlan(workers=2, epochs=3, steps_per_epoch=4, fault_step=6)
+    pipeline = {"name": "x", "trainingTaskInputs": {}}
+    return {
+        "cost": _cost_text(),
+        "sample.format_counts": sample.format_counts(counts),
+        "setup_checks.message": setup_checks.ApiCheck(
+            "p", [], ["compute.googleapis.com"]
+        ).message(),
+        "setup_checks.ok": setup_checks.ApiCheck("p", [], []).message(),
+        "setup_checks.advice": check.summary(),
+        "setup_checks.rows": repr(i18n_table(check.rows())),
+        "setup_checks.api_rows": repr(i18n_table(setup_checks.api_rows())),
+        "images.publish_plan": str(images.publish_plan(cloud)),
+        "plots.describe_figure": plots.describe_figure(
+            plots.compare_runs({"baseline": {"images_per_sec": 1.0}, "3 workers": {}})
+        ),
+        "walkthrough": repr(walkthrough.walkthrough(cloud)),
+        "walkthrough.compare_routes": repr(walkthrough.compare_routes(pipeline, {"name": "y"})),
+        "walkthrough.describe_pipelines": walkthrough.describe_pipelines([]),
+        "claims": "\n".join(
+            [claims.accuracy_vs_chance(0.5, 5), claims.speedup({"images_per_sec": 1}, {})]
+        ),
+        "faultdemo": plan.describe(),
+    }
+
+
+def i18n_table(rows: list[dict]) -> object:
+    from labkit.notebook import Table
+
+    return Table(rows)
+
+
+def test_kit_output_is_chinese_in_zh_cn_and_english_by_default(monkeypatch, tmp_path):
+    monkeypatch.delenv(i18n.ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    english = _kit_output()
+    for name, text in english.items():
+        if name != "walkthrough":  # it names each console field in both languages
+            assert not CHINESE.search(text), f"{name} (English edition): {text}"
+    with i18n.using("zh-CN"):
+        chinese = _kit_output()
+    for name, text in chinese.items():
+        assert CHINESE.search(text) and text != english[name], f"{name} (zh-CN): {text}"
+    # the glossary's words where the English has the term
+    assert "工作器池" in chinese["cost"] and "主工作器" in chinese["cost"]
+    assert "训练流水线" in chinese["walkthrough"]
+    # the kit's own words are gone from zh-CN lines (names, commands and values stay)
+    for name in ("cost", "setup_checks.advice", "setup_checks.message", "faultdemo"):
+        leftovers = set(re.findall(r"\b(?:the|and|with|not|for|per)\b", chinese[name]))
+        assert not leftovers, f"{name}: English words {leftovers} in {chinese[name]}"
+
+
+def test_english_cost_table_keeps_its_layout():
+    """Notebook 04's nbval reference pins this layout (fixed column widths)."""
+    lines = _cost_text().splitlines()
+    assert lines[1] == ("pool role     item                  qty     unit/h   per hour      total")
+    assert lines[2].startswith("0    chief    n1-standard-8           1     0.4370     0.4370")
+
+
+def test_zh_cn_tables_line_up(zh):
+    from labkit import sample
+
+    lines = _cost_text().splitlines()[1:7]
+    widths = {i18n.display_width(line.split(" [")[0].rstrip()) for line in lines[1:]}
+    assert len(widths) == 1, lines  # the number columns end at the same display column
+    counts = {s: {c: 10 for c in sample.CLASSES} for s in sample.SPLITS}
+    table = sample.format_counts(counts).splitlines()
+    assert table[0].startswith("数据拆分") and len({i18n.display_width(x) for x in table}) == 1
+
+
+def test_data_messages_have_translations():
+    """Strings the kit translates from data, not literals (the scan above cannot see them):
+    the price table's provenance and caveats, the APIs' descriptions."""
+    from labkit import setup_checks
+    from labkit.specs import load_price_table
+
+    table = load_price_table()
+    data = [table.source, table.training_read, table.excludes, table.spot]
+    data += [table.workbench["read"], table.artifact_registry["read"]]
+    data += [api.used_for for api in setup_checks.REQUIRED_APIS]
+    po = {e.msgid: e.msgstr for e in polib.pofile(str(CATALOG)) if e.msgstr}
+    assert [m for m in data if m not in po] == [], "add these to the zh-CN catalog"
+
+
 def _zh_charts() -> dict[str, object]:
     rng = np.random.default_rng(0)
     names = ["cbb", "cbsd", "cgm", "cmd", "healthy"]
