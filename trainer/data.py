@@ -179,9 +179,10 @@ def _tfds_builder(name: str, data_dir: str | None, try_gcs: bool) -> Any:
 
 def _check_download_reachable(name: str, data_dir: str | None, try_gcs: bool) -> None:
     """Fail in seconds, creating nothing, when the data is not prepared and cannot be fetched."""
-    host = urlparse(CASSAVA_DOWNLOAD_URL).hostname or ""
+    url = urlparse(CASSAVA_DOWNLOAD_URL)
+    host = url.hostname or ""
     try:
-        socket.create_connection((host, 443), timeout=DOWNLOAD_PROBE_TIMEOUT_S).close()
+        socket.create_connection((host, url.port or 443), DOWNLOAD_PROBE_TIMEOUT_S).close()
     except OSError as err:
         where = data_dir or "the default TFDS data dir (~/tensorflow_datasets or $TFDS_DATA_DIR)"
         raise ConfigError(
