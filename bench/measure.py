@@ -73,6 +73,16 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(numbers) if numbers else None
 
 
+def spread(values: Sequence[float | None]) -> dict[str, float | int | None]:
+    """How far the runs of one figure lie apart: ``{"min", "max", "n"}`` over the runs with a
+    number (issue 21: a figure is its median and its spread, so a run near a target's line
+    shows whether it is a coin toss)."""
+    numbers = [v for v in values if v is not None]
+    if not numbers:
+        return {"min": None, "max": None, "n": 0}
+    return {"min": min(numbers), "max": max(numbers), "n": len(numbers)}
+
+
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
@@ -93,12 +103,18 @@ def section(
     runs: Sequence[Mapping[str, Any]] = (),
     notes: Sequence[str] = (),
     wall_s: float | None = None,
+    spreads: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON shape every section returns (`status` is "ok", "skipped: ..." or "error: ...")."""
+    """The JSON shape every section returns (`status` is "ok", "skipped: ..." or "error: ...").
+
+    ``spread`` has, per summary figure measured more than once, its runs' ``min``/``max``/``n``
+    (a ratio's spread is over the ratios of runs taken side by side, repeat by repeat).
+    """
     return {
         "status": status,
         "params": dict(params or {}),
         "summary": dict(summary or {}),
+        "spread": {k: dict(v) for k, v in (spreads or {}).items()},
         "checks": [dict(c) for c in checks],
         "runs": [dict(r) for r in runs],
         "notes": list(notes),

@@ -69,13 +69,27 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def table_rows(sections: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str, str]]:
-    """(section, figure, value, target, met) rows: every summary figure, targets beside theirs."""
-    rows: list[tuple[str, str, str, str, str]] = []
+def format_spread(spread: Mapping[str, Any] | None) -> str:
+    """``min-max (n)`` of a figure measured in several runs; "" for one run or none."""
+    if not spread or (spread.get("n") or 0) < 2:
+        return ""
+    low, high = format_value(spread.get("min")), format_value(spread.get("max"))
+    return f"{low} to {high} (n={spread['n']})"
+
+
+Row = tuple[str, str, str, str, str, str]
+HEADER: Row = ("section", "figure", "median", "spread", "target", "met")
+
+
+def table_rows(sections: Mapping[str, Mapping[str, Any]]) -> list[Row]:
+    """(section, figure, median, spread, target, met) rows: every summary figure, its runs'
+    min-max, and targets beside theirs (judged on the median)."""
+    rows: list[Row] = []
     for name, result in sections.items():
-        checks = {c["name"].split(".", 1)[1]: c for c in result.get("checks", [])}
+        checks = {c["name"].split(".", 1)[-1]: c for c in result.get("checks", [])}
+        spreads = result.get("spread", {})
         if result.get("status") != "ok":
-            rows.append((name, "status", str(result.get("status"))[:70], "", ""))
+            rows.append((name, "status", str(result.get("status"))[:70], "", "", ""))
         for figure, value in result.get("summary", {}).items():
             target = checks.pop(figure, None)
             rows.append(
@@ -83,13 +97,21 @@ def table_rows(sections: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str
                     name,
                     figure,
                     format_value(value),
+                    format_spread(spreads.get(figure)),
                     target["target"] if target else "",
                     _met(target["met"]) if target else "",
                 )
             )
         for figure, target in checks.items():  # a target whose figure is not in the summary
             rows.append(
-                (name, figure, format_value(target["value"]), target["target"], _met(target["met"]))
+                (
+                    name,
+                    figure,
+                    format_value(target["value"]),
+                    format_spread(spreads.get(figure)),
+                    target["target"],
+                    _met(target["met"]),
+                )
             )
     return rows
 
@@ -99,7 +121,7 @@ def _met(met: bool | None) -> str:
 
 
 def format_table(sections: Mapping[str, Mapping[str, Any]]) -> str:
-    header = ("section", "figure", "value", "target", "met")
+    header = HEADER
     rows = [header, *table_rows(sections)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [

@@ -27,7 +27,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.measure import BenchContext, BenchError, check, median, run_child, section
+from bench.measure import BenchContext, BenchError, check, median, run_child, section, spread
 
 SIZES = (64, 128)
 FULL = {"batch_size": 16, "warmup_steps": 2, "rounds": 6, "steps_per_round": 2}
@@ -35,7 +35,9 @@ QUICK = {"batch_size": 4, "warmup_steps": 1, "rounds": 2, "steps_per_round": 1}
 QUICK_SIZES = (32,)
 # Issue 6: the pipeline must never starve the model (5% for noise).
 TARGET_MIN_RATIO = 0.95
-DEFAULT_REPEATS = 1  # one process per size: its figures are medians over the alternating steps
+# Processes per size, sizes alternating (issue 21: medians of >= 3 runs, with spread); each
+# process's figures are already medians over its alternating steps.
+DEFAULT_REPEATS = 3
 SIDES = ("kit", "bare")
 CHILD_ENV = {"TF_USE_LEGACY_KERAS": "1"}
 
@@ -180,6 +182,7 @@ def run(ctx: BenchContext) -> dict[str, Any]:
     return section(
         params=params,
         summary=summary,
+        spreads=spreads(runs, sizes),
         checks=checks,
         runs=runs,
         notes=notes,
@@ -199,6 +202,26 @@ def summarize(runs: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, A
         summary[f"ready_{size}_s"] = median([r["ready_s"] for r in mine])
         summary[f"peak_rss_{size}_mb"] = median([r["peak_rss_mb"] for r in mine])
     return summary
+
+
+def _per_run_figures(size: int) -> dict[str, str]:
+    """Summary figure -> the per-run key it is the median of."""
+    return {
+        **{f"{side}_{size}.images_per_s": f"{side}.images_per_s" for side in SIDES},
+        f"ratio_{size}": "ratio",
+        f"ready_{size}_s": "ready_s",
+        f"peak_rss_{size}_mb": "peak_rss_mb",
+    }
+
+
+def spreads(runs: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, dict[str, Any]]:
+    """Min/max/n over the processes of each size (a ratio is each process's own kit / bare)."""
+    result: dict[str, dict[str, Any]] = {}
+    for size in sizes:
+        mine = [r for r in runs if r["image_size"] == size]
+        for figure, key in _per_run_figures(size).items():
+            result[figure] = spread([r.get(key) for r in mine])
+    return result
 
 
 def targets(summary: dict[str, Any], sizes: tuple[int, ...]) -> list[dict[str, Any]]:
