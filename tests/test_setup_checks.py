@@ -127,7 +127,7 @@ def test_a_failing_gcloud_says_why():
 def test_notebook_00_enables_and_checks_through_these_functions():
     source = (paths.REPO_ROOT / "notebooks" / "00_environment_setup.ipynb").read_text()
     for call in (
-        "notebook.enable_apis_command(settings)",
+        "setup_checks.enable_apis_command(",
         "setup_checks.list_enabled_command(",
         "setup_checks.check_apis(",
         "setup_checks.require_apis(",
