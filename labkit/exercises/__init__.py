@@ -28,6 +28,7 @@ __all__ = [
     "dockerfile",
     "names",
     "run_trainer",
+    "show_kit",
     "show_solution",
     "side_by_side",
     "solution",
@@ -62,6 +63,17 @@ def show_solution(name: str) -> Any:
     from labkit.notebook import Code
 
     return Code(function_source(solution(name)))
+
+
+def show_kit(*functions: Callable) -> Any:
+    """The kit's own trainer functions, each whole with its file and line, one after another.
+
+    Notebook 03 shows the kit's step beside each exercise this way (`trainer.train.run`'s
+    outline, then the step), read from the package itself, never a copy.
+    """
+    from labkit.notebook import Code, show_source
+
+    return Code("\n\n".join(show_source(fn).text for fn in functions))
 
 
 def check(fn: Any, *, solved: bool = False, quiet: bool = False) -> Any:

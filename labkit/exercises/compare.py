@@ -59,17 +59,18 @@ CONCERNS = (
     Concern(
         "the data",
         ("create_dataset", "preprocess_data"),
-        ("data_options", "create_dataset"),
-        ("trainer.data:make_pipeline",),
+        ("global_batch", "data_options", "create_dataset"),
+        ("trainer.train:scale_batch", "trainer.train:shard_data", "trainer.data:make_pipeline"),
         "shuffles encoded images before decoding and keeps uint8 until the batch (0.88 GB "
         "instead of 2.05 GB peak memory, about 1.4x faster); validation and test splits; any "
-        "folder of class sub-folders as well as TFDS",
+        "folder of class sub-folders as well as TFDS; every image checked once before "
+        "training (--bad-images); a global batch larger than the split refused",
     ),
     Concern(
         "the model in the scope",
         ("create_model", "main"),
         ("create_model_in_scope", "create_model"),
-        ("trainer.model:build_model", "trainer.model:compile_model"),
+        ("trainer.train:build_in_scope", "trainer.model:build_model"),
         "tf_keras imported explicitly (Keras 3's fit fails under MWMS on TensorFlow 2.21, "
         "keras-team/keras#20585); weights from ImageNet, none, or a local file (offline)",
     ),
@@ -77,7 +78,11 @@ CONCERNS = (
         "training and saving",
         ("main",),
         ("main",),
-        ("trainer.train:run", "trainer.export:save_model"),
+        (
+            "trainer.train:run",
+            "trainer.train:fit_with_callbacks",
+            "trainer.train:save_where_this_task_should",
+        ),
         "AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR from Vertex AI; "
         "BackupAndRestore, so a restarted job resumes after a preempted worker; evaluation on "
         "the validation split each epoch; a SavedModel with serving signatures and metrics.json",
