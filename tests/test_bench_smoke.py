@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -231,8 +232,21 @@ def test_the_baseline_is_the_codelabs_own_file():
     assert "def create_dataset(batch_size):" in source  # the codelab's signature, unchanged
     assert "train_data.shuffle(1000)" in source and "tfds.load(name='cassava'" in source
     assert not (REPO_ROOT / "bench" / "codelab.py").exists()  # no copy of it to drift
+
+
+def test_the_codelab_env_gives_its_unchanged_code_what_it_needs():
+    """The codelab's task.py takes no data folder (TFDS_DATA_DIR is the only way to point
+    its `tfds.load` at the bench's data) and uses `tf.keras` (Keras 3 under TensorFlow
+    2.16+ unless TF_USE_LEGACY_KERAS=1; Keras 3's fit fails under MWMS). If the file starts
+    passing data_dir or stops using tf.keras, the env below is no longer what it needs."""
+    source = baseline.CODELAB_TASK.read_text()
+    loads = re.findall(r"tfds\.load\(([^)]*)\)", source)
+    assert loads and all("data_dir" not in call for call in loads), loads
+    assert "tf.keras." in source
     env = baseline.codelab_env("/data/tfds")
-    assert env == {"TF_USE_LEGACY_KERAS": "1", "TFDS_DATA_DIR": "/data/tfds"}
+    assert env["TF_USE_LEGACY_KERAS"] == "1"
+    assert env["TFDS_DATA_DIR"] == "/data/tfds"
+    assert not {"TF_CONFIG", "CLUSTER_SPEC"} & set(env), "a baseline is one process"
 
 
 def test_gpu_script_peaks_and_arguments():

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 
 import pytest
 
 from labkit import cost
-from labkit.specs import build_worker_pool_specs
+from labkit.specs import KNOWN_ACCELERATORS, build_worker_pool_specs
 
 AR_IMAGE = "us-central1-docker.pkg.dev/cassava-lab-4711/cassava-lab/multiworker:cassava"
 
@@ -24,11 +25,25 @@ def table() -> cost.PriceTable:
     return cost.load_price_table()
 
 
-def test_price_table_names_its_source_region_and_date(table):
-    assert table.region == "us-central1"
-    assert table.source == "Vertex AI pricing page, custom training, us-central1"
-    assert table.prices_read == "2026-12-02"
-    assert table.currency == "USD"
+def test_price_table_is_consistent_with_itself_and_the_core(table):
+    """Properties a mistyped or half-updated table breaks: N1 predefined machines are
+    priced per vCPU and GB, so each size is twice the one below it; every priced GPU is one
+    the job-spec core accepts; the date is a real date; the worked examples' figures below
+    are the table's."""
+
+    n1 = sorted(
+        (int(name.rsplit("-", 1)[1]), price)
+        for name, price in table.machine_types.items()
+        if name.startswith("n1-standard-")
+    )
+    assert len(n1) >= 3
+    for (small, p_small), (big, p_big) in zip(n1[:-1], n1[1:], strict=True):
+        assert math.isclose(p_big / p_small, big / small, rel_tol=1e-6), (small, big)
+    assert all(price > 0 for price in [*table.machine_types.values(), *table.accelerators.values()])
+    misspelled = sorted(set(table.accelerators) - KNOWN_ACCELERATORS)
+    assert not misspelled, f"priced GPUs the job-spec core does not know: {misspelled}"
+    datetime.date.fromisoformat(table.prices_read)
+    assert table.region == "us-central1" and table.currency == "USD"
     assert table.machine_types["n1-standard-4"] == N1_STANDARD_4
     assert table.machine_types["n1-standard-8"] == N1_STANDARD_8
     assert table.accelerators["NVIDIA_TESLA_V100"] == V100

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 
 import pytest
 
@@ -21,9 +20,14 @@ def md5_b64(data: bytes) -> str:
 
 
 def test_the_client_talks_to_127_0_0_1(gcs_client, local_gcs):
-    assert os.environ[storage.EMULATOR_ENV] == local_gcs.host
+    """The kit's client sends its requests to the local server, and they land in the lab's
+    local bucket folder: a client that went to Google (or to another folder) fails here."""
     assert local_gcs.host.startswith("http://127.0.0.1:")
-    assert local_gcs.root == paths.local_gcs_root().resolve()
+    assert local_gcs.host == gcs_client._connection.API_BASE_URL
+    assert gcs_client.lookup_bucket("probe-bucket") is None
+    gcs_client.create_bucket("probe-bucket")
+    assert (paths.local_gcs_root() / "probe-bucket").is_dir()
+    assert [b.name for b in gcs_client.list_buckets()] == ["probe-bucket"]
 
 
 def test_objects_are_plain_files_in_the_local_bucket_folder(gcs_client, kit_settings):
