@@ -157,7 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meta": {
             "started": started_at,
             "quick": args.quick,
-            "repeats": repeats,
+            "repeats": repeats,  # --repeats (None: each section's default, in repeats_by_section)
+            "repeats_by_section": {},
+            "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
             "sections": names,
             "train_images": ctx.train_images,
             "machine": machine_info(),
@@ -171,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[bench] {name} ...", flush=True)
         result = run_section(name, ctx)
         payload["sections"][name] = result
+        params = result.get("params", {})
+        payload["meta"]["repeats_by_section"][name] = params.get("repeats", params.get("runs"))
         payload["ratios"] = collect_ratios(payload["sections"])
         payload["targets"] = collect_targets(payload["sections"])
         print(f"[bench] {name}: {result['status']} in {result['wall_s']:.0f} s", flush=True)
