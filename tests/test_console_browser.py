@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 
 import pytest
@@ -76,6 +77,34 @@ def test_invalid_form_shows_each_error_on_its_field(local_vertex, page):
         local_vertex.settings, "projects/local-project/locations/us-central1/trainingPipelines"
     )
     assert not listed.get("trainingPipelines")
+
+
+def test_the_language_switch_turns_the_page_chinese_and_keeps_it_so(local_vertex, page, tmp_path):
+    """As the real console's ?hl=: the switch reloads the page in zh-CN, links keep the
+    language, the cost estimate follows it, and the Chinese is drawn with a CJK font."""
+    page.goto(console_url(local_vertex, "/training/create"))
+    assert page.locator("html").get_attribute("lang") == "en"
+    page.get_by_role("link", name="中文").click()
+    page.wait_for_load_state()
+    assert page.locator("html").get_attribute("lang") == "zh-CN" and "hl=zh-CN" in page.url
+    text = page.locator("main").inner_text()
+    for words in ("无代管式数据集", "自定义训练（高级）", "开始训练", "计算和价格"):
+        assert words in text, words
+    # the collapsed Compute and pricing step: pools and the estimate, in Chinese too
+    assert "估算，而非账单" in page.locator("#cost-estimate").text_content()
+    # the page asks for a Chinese font that this machine has (.ci/install-browser installs
+    # fonts-wqy-microhei with Chromium), so the text is drawn without boxes
+    families = page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert "WenQuanYi Micro Hei" in families
+    if shutil.which("fc-list"):
+        chinese_fonts = subprocess.run(
+            ["fc-list", ":lang=zh", "family"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "WenQuanYi Micro Hei" in chinese_fonts
+    page.screenshot(path=str(tmp_path / "create-zh-CN.png"))
+    page.get_by_role("link", name="训练").first.click()  # the sidebar keeps ?hl=
+    page.wait_for_load_state()
+    assert "hl=zh-CN" in page.url and "训练流水线" in page.locator("main").inner_text()
 
 
 def test_cancel_a_running_job_from_its_page(local_vertex, page, assert_gone):
