@@ -241,8 +241,8 @@ class CostEstimate:
         cells.append(["", "", gettext("sum"), "", "", f"{self.per_hour:.4f}"])
         cells[-1] += [f"{self.total:.2f}", tag]
         rows = text_table(
-            [gettext(h) for h in ("pool", "role", "item", "qty", "unit/h", "per hour", "total")]
-            + [""],
+            [gettext("pool"), gettext("role"), gettext("item"), gettext("qty")]
+            + [gettext("unit/h"), gettext("per hour"), gettext("total"), ""],
             cells,
             align="<<<>>>><",
             sep=" ",
