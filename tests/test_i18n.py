@@ -474,14 +474,16 @@ def test_zh_cn_tables_line_up(zh):
 
 def test_data_messages_have_translations():
     """Strings the kit translates from data, not literals (the scan above cannot see them):
-    the price table's provenance and caveats, the APIs' descriptions."""
-    from labkit import setup_checks
+    the price table's provenance and caveats, the APIs' descriptions, split and run names."""
+    from labkit import sample, setup_checks
     from labkit.specs import load_price_table
 
     table = load_price_table()
     data = [table.source, table.training_read, table.excludes, table.spot]
     data += [table.workbench["read"], table.artifact_registry["read"]]
     data += [api.used_for for api in setup_checks.REQUIRED_APIS]
+    data += list(sample.SPLITS)  # the rows of the sample's table and the charts' legends
+    data += ["codelab", "this run", "baseline"]  # run and resize labels the notebooks pass
     po = {e.msgid: e.msgstr for e in polib.pofile(str(CATALOG)) if e.msgstr}
     assert [m for m in data if m not in po] == [], "add these to the zh-CN catalog"
 
