@@ -18,7 +18,7 @@ import pytest
 from trainer import data
 from trainer.config import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BROKEN = "train-cmd-0.jpg"
 
 
