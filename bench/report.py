@@ -129,3 +129,59 @@ def format_table(sections: Mapping[str, Mapping[str, Any]]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# Figures bench/README.md's "Measured" table shows besides the targets (section, figure).
+README_FIGURES = (
+    ("pipeline", "codelab.peak_rss_mb"),
+    ("pipeline", "kit.peak_rss_mb"),
+    ("pipeline", "rss_growth_ratio"),
+    ("pipeline", "codelab.rss.import_floor_mb"),
+    ("pipeline", "codelab.rss.shuffle_buffer_mb"),
+    ("pipeline", "codelab.rss.decode_prefetch_other_mb"),
+    ("pipeline", "kit.rss.shuffle_buffer_mb"),
+    ("pipeline", "kit.rss.cache_mb"),
+    ("pipeline", "kit.rss.decode_prefetch_other_mb"),
+    ("pipeline", "codelab.epoch1_images_per_s"),
+    ("pipeline", "codelab.epoch2_images_per_s"),
+    ("pipeline", "kit.epoch1_images_per_s"),
+    ("pipeline", "kit.epoch2_images_per_s"),
+    ("pipeline", "replay_ceiling.images_per_s"),
+    ("pipeline", "cached_epoch_ceiling_ratio"),
+    ("pipeline", "kit_disk.peak_rss_ratio"),
+    ("pipeline", "kit_disk.cached_epoch_ratio"),
+    ("pipeline", "kit_nocache.peak_rss_ratio"),
+    ("pipeline", "kit_nocache.cached_epoch_ratio"),
+    ("scaling", "allreduce_s_per_step_est"),
+)
+
+
+def markdown_table(payload: Mapping[str, Any]) -> str:
+    """bench/README.md's table of a results file: every target, then `README_FIGURES`, each
+    with its median and spread (`python -m bench.report FILE` prints it; a test keeps the
+    README's copy equal to the committed latest.json's)."""
+    rows = table_rows(payload.get("sections", {}))
+    targets = [row for row in rows if row[4]]
+    wanted = set(README_FIGURES)
+    others = sorted(
+        (row for row in rows if (row[0], row[1]) in wanted and not row[4]),
+        key=lambda row: README_FIGURES.index((row[0], row[1])),
+    )
+    lines = [
+        "| section | figure | median | spread | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for section_name, figure, median, spread, target, met in [*targets, *others]:
+        lines.append(
+            f"| {section_name} | `{figure}` | {median} | {spread} | {target or 'reported'} "
+            f"| {met} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    from pathlib import Path
+
+    print(markdown_table(json.loads(Path(sys.argv[1]).read_text())))

@@ -276,3 +276,17 @@ def test_codelab_pipeline_child_on_the_tiny_set():
     for figure in ("epoch1_images_per_s", "epoch2_images_per_s", "first_batch_s", "peak_rss_mb"):
         assert _number(result[figure]) and result[figure] > 0, figure
     assert result["peak_rss_mb"] > result["baseline_rss_mb"]
+
+
+def test_readme_measured_table_is_the_committed_latest_json():
+    """bench/README.md's "Measured" table is `python -m bench.report bench/results/latest.json`."""
+    import json
+
+    latest = REPO_ROOT / "bench" / "results" / "latest.json"
+    if not latest.exists():
+        pytest.skip("no bench/results/latest.json in this checkout")
+    payload = json.loads(latest.read_text())
+    assert report.markdown_table(payload) in (REPO_ROOT / "bench" / "README.md").read_text()
+    assert not payload["meta"]["quick"]
+    repeats = payload["meta"]["repeats_by_section"]
+    assert all(repeats[name] >= 3 for name in ("pipeline", "training", "scaling")), repeats
