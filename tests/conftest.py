@@ -7,6 +7,28 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
+# `make test-fast` (pytest -m "not slow") leaves these out. Marked here, by file and by
+# fixture, rather than in each file: a test joins the slow set by what it runs.
+# Files whose every test starts several processes, a TensorFlow training, or a notebook
+# kernel (measured: each takes from 10 s to minutes on the 2-core CI machine).
+SLOW_FILES = {
+    "test_cluster.py",  # real multi-process clusters and their supervisors, signals, timeouts
+    "test_multiworker.py",  # 2-worker MWMS training
+    "test_fault_by_step.py",  # a preempted 2-worker training and its restart
+    "test_restarts.py",  # Vertex's restart rules with real replicas
+    "test_model_output_dir.py",  # the kit's and the codelab's trainers as processes
+    "test_trainer_bad_input.py",  # the trainer as a process on corrupt data
+    "test_exercise_notebooks.py",  # notebook 03/04's exercise cells in a kernel
+}
+# Fixtures that run the whole lab (several minutes): any test using one is slow.
+SLOW_FIXTURES = {"nbval_lab", "other_lab"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
 
 def _alive(pid: int) -> bool:
     import psutil

@@ -259,6 +259,7 @@ def test_gpu_script_peaks_and_arguments():
         gpu._check_args(parser.parse_args(["--out", "x", "--variants", "fp8"]), parser)
 
 
+@pytest.mark.slow  # a TensorFlow child process over the bench data: 35 s on 2 cores
 def test_codelab_pipeline_child_on_the_tiny_set():
     """The one child measurement: the codelab's own `create_dataset`, loaded with importlib,
     reading the bench's TFDS dir through TFDS_DATA_DIR; two epochs of every image."""
