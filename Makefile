@@ -56,16 +56,13 @@ jupyter: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 # ruff lints the code and, cell by cell, the notebooks' code cells; nbqa runs ruff on each
-# notebook as one script (what a learner's "Run All" executes), minus the three rules only a
-# per-cell view gets right: imports in the cell that needs them (E402; the parameters cell
-# comes first for papermill), a cell's last expression is its output (B018), and import
-# order, which ruff already checks per cell (I001). Then nbstripout: no outputs but the
-# nbval references (tagged keep_output); labkit.nbcheck: references, the parameters cell and
-# the template's sections.
+# notebook as one script (its options: pyproject.toml [tool.nbqa.addopts]). Then nbstripout:
+# no outputs but the nbval references (tagged keep_output); labkit.nbcheck: references, the
+# parameters cell and the template's sections.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/nbqa ruff notebooks --extend-ignore=E402,B018,I001
+	$(BIN)/nbqa ruff notebooks
 	$(BIN)/nbstripout --verify --keep-count --keep-id notebooks/*.ipynb notebooks/zh-CN/*.ipynb
 	$(BIN)/python -m labkit.nbcheck
 

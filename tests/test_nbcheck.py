@@ -52,3 +52,17 @@ def test_sections_out_of_order_are_named():
     nb.cells.append(first)
     (problem,) = nbcheck.section_problems(nb, "05")
     assert "in this order; found" in problem
+
+
+def test_make_lints_nbqa_ruff_passes_on_both_editions():
+    """CI runs `make test`, not `make lint`: this is make lint's nbqa step, so CI runs it too."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "nbqa", "ruff", "notebooks"],  # options: pyproject.toml
+        capture_output=True,
+        text=True,
+        cwd=NOTEBOOK_DIR.parent,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
