@@ -79,7 +79,9 @@ def test_corrupt_image_is_named(tmp_path):
     bad = root / "cassavaleafdata" / "train" / "cmd" / "train-cmd-broken.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 this is not really a jpeg")
     with pytest.raises(ConfigError, match="train-cmd-broken.jpg"):
-        data.load_split(str(root), "train")
+        data.load_split(str(root), "train", bad_images="fail")
+    skipped = data.load_split(str(root), "train", bad_images="skip")
+    assert skipped.num_examples == 10 and skipped.skipped[0].endswith("train-cmd-broken.jpg")
 
 
 def test_cache_modes():
