@@ -74,16 +74,17 @@ def inside_vertex_without_model_dir(env: Mapping[str, str]) -> bool:
 
 
 # Ranges that fail in seconds instead of out of memory after a minute (issue 21 item 5).
-# 32: Keras' ResNet50 refuses inputs smaller than 32x32 (`include_top=False`). 1024: more
-# than the cassava photos' own size (and the sample's 500x400), so larger sizes add no
-# detail, while memory grows with the square: one 64-image batch of 1024x1024 float32 is
-# 0.8 GB of input alone before ResNet50's activations (100000 ran out of memory).
+# 32: tf_keras' ResNet50 refuses inputs smaller than 32x32 (`min_size=32` in its
+# applications/resnet.py). 1024: over three times the codelab's 300 and twice the sample's
+# photos (about 500x400), where upscaling adds no detail while memory grows with the square:
+# one 64-image batch of 1024x1024 float32 is 0.8 GB of input alone, before ResNet50's
+# activations (100000 ran out of memory after a minute, issue 21).
 IMAGE_SIZE_RANGE = (32, 1024)
 # The shuffle buffer holds encoded images and is capped at the split's size
 # (trainer.data.make_pipeline), so a large value costs nothing more than a full shuffle;
-# below 1 there is no buffer at all (tf.data refuses it mid-run).
+# below 1 there is no buffer at all (-1 used to be accepted and clamped silently).
 SHUFFLE_BUFFER_MIN = 1
-# `--bad-images`: what a record that does not decode does (trainer.data.check_images).
+# `--bad-images`: what a record that does not decode does (trainer.data.find_bad_images).
 BAD_IMAGE_CHOICES = ("fail", "skip")
 SWITCH_CHOICES = ("auto", "on", "off")
 # Options with these values on the command line mean None (no TensorBoard logs).
