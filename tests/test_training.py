@@ -1,8 +1,8 @@
 """The real trainer on the synthetic sample: it learns, saves a model that serves, resumes.
 
-The model checks read the single-device baseline notebook 02 trains in the shared lab run
-(`nbval_lab`, tests/lab_runs.py): `trainer.run` with the local knobs, the same code as
-`python -m trainer.task`, so the suite trains that model once. The resume test runs
+The model checks read a run of their own: `python -m trainer.task` with the local mode's
+knobs (32x32, 16 per step, 2 epochs of the 500-image sample, as notebook 02 trains), once
+per module, so these tests need no notebook run. The resume test runs
 `python -m trainer.task` processes of its own, as the container does.
 """
 
@@ -20,13 +20,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def trained(nbval_lab, sample_for_jobs):
-    """The baseline notebook 02 trained: (its output folder, the sample)."""
-    out = nbval_lab["run_dir"] / "baseline"
-    result = nbval_lab["result"]
-    assert (out / "model" / "metrics.json").is_file(), (
-        "notebook 02 did not save the baseline:\n" + result.stdout[-3000:] + result.stderr[-2000:]
-    )
+def trained(sample_for_jobs, tmp_path_factory):
+    """The baseline trained with the local knobs: (its output folder, the sample)."""
+    out = tmp_path_factory.mktemp("baseline")
+    proc = run_trainer(small_args(sample_for_jobs.tfds_data_dir, out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert (out / "model" / "metrics.json").is_file(), proc.stdout[-3000:]
     return out, sample_for_jobs
 
 
