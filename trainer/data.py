@@ -52,11 +52,16 @@ JPEG_SCALE_RATIOS = (1, 2, 4, 8)  # what libjpeg can decode at (DCT scaling)
 # libjpeg's inverse DCT: "INTEGER_FAST" is the faster one TensorFlow's own ImageNet
 # preprocessing uses; "" keeps libjpeg's default (what TFDS and the codelab decode with).
 JPEG_DCT_METHOD = "INTEGER_FAST"
-# Where TFDS downloads cassava from (tensorflow_datasets/image_classification/cassava.py).
 # Offline, `download_and_prepare` retried for about 3.5 minutes before failing; one TCP
-# connection with this timeout says the same in seconds.
-CASSAVA_DOWNLOAD_URL = "https://storage.googleapis.com/emcassavadata/cassavaleafdata.zip"
+# connection to TFDS's download host with this timeout says the same in seconds.
 DOWNLOAD_PROBE_TIMEOUT_S = 5.0
+
+
+def cassava_download_url() -> str:
+    """Where TFDS itself downloads cassava from: its builder module's constant, not a copy."""
+    from tensorflow_datasets.image_classification import cassava
+
+    return cassava._BASE_URL
 
 
 @dataclasses.dataclass
@@ -181,7 +186,7 @@ def _tfds_builder(name: str, data_dir: str | None, try_gcs: bool) -> Any:
 
 def _check_download_reachable(name: str, data_dir: str | None, try_gcs: bool) -> None:
     """Fail in seconds, creating nothing, when the data is not prepared and cannot be fetched."""
-    url = urlparse(CASSAVA_DOWNLOAD_URL)
+    url = urlparse(cassava_download_url())
     host = url.hostname or ""
     try:
         socket.create_connection((host, url.port or 443), DOWNLOAD_PROBE_TIMEOUT_S).close()

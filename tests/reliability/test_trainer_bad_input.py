@@ -53,7 +53,7 @@ def test_skip_leaves_the_corrupt_record_out_and_counts_it(corrupt_tfds):
 def test_an_unprepared_data_dir_fails_in_seconds_and_is_not_created(tmp_path, monkeypatch):
     # An address that refuses at once stands for an offline machine (the real download
     # host answers on machines with internet, and TFDS would then download 1.26 GiB).
-    monkeypatch.setattr(data, "CASSAVA_DOWNLOAD_URL", "https://127.0.0.1:9/cassavaleafdata.zip")
+    monkeypatch.setattr(data, "cassava_download_url", lambda: "https://127.0.0.1:9/cassava.zip")
     where = tmp_path / "no-such-tfds-dir"
     started = time.monotonic()
     with pytest.raises(ConfigError, match="not prepared in .*no-such-tfds-dir.*labkit sample"):
