@@ -645,9 +645,18 @@ def _check_code_spec(at: str, pool: dict[str, Any]) -> list[Problem]:
             )
         ]
     problems: list[Problem] = []
+    for key, spec in (("container_spec", container), ("python_package_spec", package)):
+        if spec and not isinstance(spec, dict):
+            return [
+                Problem(
+                    f"{at}.{key}",
+                    f"is a {type(spec).__name__}, not one object.",
+                    f'use one object: "{key}": {{...}}, not a list of them.',
+                )
+            ]
     if container:
         f = f"{at}.container_spec"
-        if not isinstance(container, dict) or not container.get("image_uri"):
+        if not container.get("image_uri"):
             return [Problem(f"{f}.image_uri", "is missing.", "set the trainer image URI.")]
         problems += _check_image_uri(f"{f}.image_uri", str(container["image_uri"]))
         problems += _check_args_env(f, container)

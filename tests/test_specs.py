@@ -565,3 +565,15 @@ def test_a_machine_of_no_known_family_is_refused_as_vertex_would_not_as_unpriced
     assert problem.path == "workerPoolSpecs[0].machineSpec.machineType"
     assert problem.vertex_rejects and "not a machine type of a family" in problem.message
     assert "no checked price" not in problem.message and "n1-standard-4" in problem.fix
+
+
+def test_a_container_spec_list_is_named_as_a_list_not_as_a_missing_image():
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": [{"image_uri": "us-docker.pkg.dev/p/r/i:t"}],
+    }
+    problems = specs.validate_worker_pool_specs([pool])
+    assert [(p.field, p.message) for p in problems] == [
+        ("worker_pool_specs[0].container_spec", "is a list, not one object.")
+    ]
