@@ -402,3 +402,33 @@ def test_every_plot_returns_a_figure_that_renders(tmp_path):
     ]
     with pytest.raises(ValueError, match="same length"):
         plots.confusion_matrix([0, 1], [0], names)
+
+
+def test_nbval_compares_exactly_the_cells_tagged_as_references(tmp_path):
+    """The lab run's contract with nbval 0.11 (`--nbval-lax`): a cell tagged
+    `lab.REFERENCE_TAG` is compared with its stored output, an untagged one only runs."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    checked = nbformat.v4.new_code_cell("print(6 * 7)")
+    checked.metadata["tags"] = [lab.REFERENCE_TAG, lab.KEEP_OUTPUT_TAG]
+    checked.execution_count = 1
+    unchecked = nbformat.v4.new_code_cell("print('anything')")
+    unchecked.outputs = [nbformat.v4.new_output("stream", name="stdout", text="stale\n")]
+    unchecked.execution_count = 2
+    nb.cells = [checked, unchecked]
+
+    def nbval(stored: str) -> subprocess.CompletedProcess:
+        checked.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored)]
+        path = tmp_path / "refs.ipynb"
+        nbformat.write(nb, str(path))
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        command += ["--nbval-lax", "--nbval-current-env", str(path)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    assert nbval("42\n").returncode == 0
+    changed = nbval("41\n")
+    assert changed.returncode != 0 and "41" in changed.stdout, changed.stdout[-2000:]
