@@ -423,6 +423,8 @@ class Service:
     def register_image(self, image_uri: str, build_context: str | Path) -> dict[str, str]:
         from labkit.emulator.dockerfile import ImageError
 
+        if isinstance(build_context, Path):  # in-process callers may pass a Path
+            build_context = str(build_context)
         if not isinstance(image_uri, str) or not isinstance(build_context, str):
             raise bad_request('Send {"imageUri": URI, "buildContext": FOLDER} (two strings).')
         if not image_uri or not build_context:
