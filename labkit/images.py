@@ -21,10 +21,10 @@ import shlex
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from labkit import paths
 from labkit.i18n import gettext
+from labkit.settings import Settings
 
 ROUTES = ("docker", "cloud-build")
 Command = list[str]
@@ -34,16 +34,16 @@ def _labels_flag(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
-def registry_host(settings: Any) -> str:
+def registry_host(settings: Settings) -> str:
     return f"{settings.region}-docker.pkg.dev"
 
 
-def repository_path(settings: Any) -> str:
+def repository_path(settings: Settings) -> str:
     """``REGION-docker.pkg.dev/PROJECT/REPOSITORY``: where the kit's images live."""
     return f"{registry_host(settings)}/{settings.project_id}/{settings.artifact_repo}"
 
 
-def image_path(settings: Any) -> str:
+def image_path(settings: Settings) -> str:
     """The image without its tag, the unit Artifact Registry lists and deletes."""
     return f"{repository_path(settings)}/{settings.image_name}"
 
@@ -51,7 +51,7 @@ def image_path(settings: Any) -> str:
 # --------------------------------------------------------------------------- repository
 
 
-def describe_repository_command(settings: Any) -> Command:
+def describe_repository_command(settings: Settings) -> Command:
     """Succeeds (exit 0, JSON with ``labels``) when the repository exists."""
     return [
         "gcloud", "artifacts", "repositories", "describe", settings.artifact_repo,
@@ -59,7 +59,7 @@ def describe_repository_command(settings: Any) -> Command:
     ]  # fmt: skip
 
 
-def create_repository_command(settings: Any) -> Command:
+def create_repository_command(settings: Settings) -> Command:
     return [
         "gcloud", "artifacts", "repositories", "create", settings.artifact_repo,
         "--repository-format=docker",
@@ -70,7 +70,7 @@ def create_repository_command(settings: Any) -> Command:
     ]  # fmt: skip
 
 
-def list_kit_repositories_command(settings: Any) -> Command:
+def list_kit_repositories_command(settings: Settings) -> Command:
     """The repositories carrying the kit's label, as JSON."""
     from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE
 
@@ -81,7 +81,7 @@ def list_kit_repositories_command(settings: Any) -> Command:
     ]  # fmt: skip
 
 
-def list_images_command(settings: Any, path: str | None = None) -> Command:
+def list_images_command(settings: Settings, path: str | None = None) -> Command:
     """The images (with tags) under a repository or image path, as JSON."""
     return [
         "gcloud", "artifacts", "docker", "images", "list", path or repository_path(settings),
@@ -89,7 +89,7 @@ def list_images_command(settings: Any, path: str | None = None) -> Command:
     ]  # fmt: skip
 
 
-def delete_image_command(settings: Any, image: str | None = None) -> Command:
+def delete_image_command(settings: Settings, image: str | None = None) -> Command:
     """Delete an image (``path@digest`` or ``path:tag``; default the kit's image) and its tags."""
     return [
         "gcloud", "artifacts", "docker", "images", "delete", image or image_path(settings),
@@ -97,7 +97,7 @@ def delete_image_command(settings: Any, image: str | None = None) -> Command:
     ]  # fmt: skip
 
 
-def delete_repository_command(settings: Any, repository: str | None = None) -> Command:
+def delete_repository_command(settings: Settings, repository: str | None = None) -> Command:
     return [
         "gcloud", "artifacts", "repositories", "delete", repository or settings.artifact_repo,
         f"--location={settings.region}", f"--project={settings.project_id}", "--quiet",
@@ -107,12 +107,12 @@ def delete_repository_command(settings: Any, repository: str | None = None) -> C
 # --------------------------------------------------------------------------- build and push
 
 
-def configure_docker_command(settings: Any) -> Command:
+def configure_docker_command(settings: Settings) -> Command:
     """Let the local Docker push to the region's Artifact Registry host."""
     return ["gcloud", "auth", "configure-docker", registry_host(settings), "--quiet"]
 
 
-def docker_build_command(settings: Any, context: Path | None = None) -> Command:
+def docker_build_command(settings: Settings, context: Path | None = None) -> Command:
     context = Path(context or paths.REPO_ROOT)
     run = settings.labels.get("lab-run", settings.run_id)
     return [
@@ -124,11 +124,11 @@ def docker_build_command(settings: Any, context: Path | None = None) -> Command:
     ]  # fmt: skip
 
 
-def docker_push_command(settings: Any) -> Command:
+def docker_push_command(settings: Settings) -> Command:
     return ["docker", "push", settings.image_uri]
 
 
-def cloud_build_command(settings: Any, context: Path | None = None) -> Command:
+def cloud_build_command(settings: Settings, context: Path | None = None) -> Command:
     """``gcloud builds submit`` with the repository's cloudbuild.yaml.
 
     The source tarball is staged in the kit's bucket (not Cloud Build's default
@@ -175,7 +175,9 @@ class PublishPlan:
         )
 
 
-def publish_plan(settings: Any, route: str = "docker", context: Path | None = None) -> PublishPlan:
+def publish_plan(
+    settings: Settings, route: str = "docker", context: Path | None = None
+) -> PublishPlan:
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}.")
     if route == "docker":
@@ -213,7 +215,7 @@ class CommandError(RuntimeError):
 
 
 def run_commands(
-    commands: Sequence[Command], settings: Any, *, runner: Runner = default_runner
+    commands: Sequence[Command], settings: Settings, *, runner: Runner = default_runner
 ) -> list[subprocess.CompletedProcess]:
     """Run the commands in order in cloud mode, stopping at the first failure.
 
@@ -239,7 +241,7 @@ def run_commands(
     return results
 
 
-def ensure_repository(settings: Any, *, runner: Runner = default_runner) -> bool:
+def ensure_repository(settings: Settings, *, runner: Runner = default_runner) -> bool:
     """Create the Artifact Registry repository unless it exists; True when it was created."""
     if settings.mode != "cloud":
         raise RuntimeError("ensure_repository talks to Artifact Registry: cloud mode only.")
@@ -250,7 +252,7 @@ def ensure_repository(settings: Any, *, runner: Runner = default_runner) -> bool
 
 
 def publish_image(
-    settings: Any, route: str = "docker", *, runner: Runner = default_runner
+    settings: Settings, route: str = "docker", *, runner: Runner = default_runner
 ) -> PublishPlan:
     """Cloud mode: make sure the repository exists, then build and push. Local mode: return
     the plan without running anything (print it to show the learner)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import vertex
+from labkit.cleanup import job_output_uri
 from labkit.console import client as console
 from labkit.i18n import gettext
 from labkit.results import record
@@ -23,19 +24,6 @@ from labkit.views import Table
 CUSTOM_JOBS_PAGE = (
     "https://console.cloud.google.com/vertex-ai/training/custom-jobs?project={project}"
 )
-
-
-def job_output_uri(job: Any) -> str | None:
-    """A custom job's or a training pipeline's base output directory (``gs://...``, with
-    a final slash), as the job's resource names it; None when it has none."""
-    resource = job.gca_resource
-    if hasattr(resource, "training_task_inputs"):
-        inputs = dict(resource.training_task_inputs or {})  # a Struct: keys as the client wrote
-        base = dict(inputs.get("base_output_directory") or inputs.get("baseOutputDirectory") or {})
-        prefix = base.get("output_uri_prefix") or base.get("outputUriPrefix")
-    else:
-        prefix = resource.job_spec.base_output_directory.output_uri_prefix
-    return prefix.rstrip("/") + "/" if prefix else None
 
 
 def job_model_dir(job: Any, settings: Settings) -> str:

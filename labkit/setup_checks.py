@@ -126,7 +126,7 @@ class ApiCheck:
         return not self.missing
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per required service, for a `labkit.notebook.Table`."""
+        """One row per required service, for a `labkit.views.Table`."""
         return [
             {**row, "enabled": api.service not in self.missing}
             for api, row in zip(REQUIRED_APIS, api_rows(), strict=True)
@@ -150,7 +150,7 @@ class ApiCheck:
 
 
 def api_rows() -> list[dict[str, str]]:
-    """The five services and what each is for, for a `labkit.notebook.Table` (the
+    """The five services and what each is for, for a `labkit.views.Table` (the
     descriptions in the edition's words: the catalog holds each `Api.used_for`)."""
     return [
         {"service": a.service, "what": a.what, "used for": gettext(a.used_for)}

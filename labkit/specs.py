@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE
-from labkit.settings import find_placeholder
+from labkit.settings import Settings, find_placeholder
 from trainer.config import FLAGS, args_for
 
 POOL_ROLES = ("chief", "worker", "parameter server", "evaluator")
@@ -261,7 +261,7 @@ def restart_kwargs(worker_pool_specs: Sequence[Mapping[str, Any]]) -> dict[str, 
 
 
 def build_job(
-    settings: Any,
+    settings: Settings,
     *,
     display_name: str = "multiworker-cassava-sdk",
     args: Sequence[str] = (),

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY, paths
+from labkit.settings import Settings
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
@@ -262,7 +263,7 @@ def stop_local_storage(root: Path | None = None) -> None:
 # --------------------------------------------------------------------------- client and buckets
 
 
-def storage_client(settings: Any) -> Any:
+def storage_client(settings: Settings) -> Any:
     """A `google.cloud.storage.Client` for the settings' mode (local: the emulator above)."""
     from google.cloud import storage
 
@@ -327,7 +328,7 @@ def ensure_kit_bucket(
     return bucket, True
 
 
-def ensure_settings_bucket(settings: Any) -> tuple[Any, bool]:
+def ensure_settings_bucket(settings: Settings) -> tuple[Any, bool]:
     """The settings' bucket in the settings' region with the run's labels (notebook 00)."""
     client = storage_client(settings)
     return ensure_kit_bucket(

@@ -160,10 +160,10 @@ def fields(form: CreateForm) -> list[Field]:
 
 
 def walkthrough(settings: Settings, **form_options: Any) -> Any:
-    """The table notebook 04 shows (a `labkit.notebook.Table`). Its cells are already in the
+    """The table notebook 04 shows (a `labkit.views.Table`). Its cells are already in the
     right language: `fields` keeps the console's English field names English (the zh-CN names
     have their own column), so the table must not translate them again."""
-    from labkit.notebook import Table
+    from labkit.views import Table
 
     class FormTable(Table):
         @staticmethod
@@ -194,8 +194,8 @@ def _pools(spec: dict[str, Any]) -> str:
 def compare_routes(pipeline: dict[str, Any], custom_job: dict[str, Any]) -> Any:
     """Side by side, what each route made: the console's training pipeline (with the custom
     job it started) and the SDK's bare custom job; where each shows up; the same pools."""
-    from labkit.notebook import Table
     from labkit.specs import camel_keys
+    from labkit.views import Table
 
     inputs = camel_keys(pipeline.get("trainingTaskInputs") or {})
     job_spec = camel_keys(custom_job.get("jobSpec") or {})

@@ -31,7 +31,7 @@ REFERENCE = re.compile(
 )
 # Files written at run time, not shipped: base name -> what writes it.
 WRITTEN_AT_RUN_TIME = {
-    "results.json": "labkit.notebook.record (each notebook's results in the run folder)",
+    "results.json": "labkit.results.record (each notebook's results in the run folder)",
     "metrics.json": "trainer.export (the chief's training metrics)",
     "model.keras": "trainer.export (the Keras archive next to the SavedModel)",
     "saved_model.pb": "trainer.export",

@@ -347,11 +347,11 @@ def test_sync_of_the_committed_editions_changes_nothing(tmp_path):
 
 
 def test_kit_tables_and_summaries_follow_the_edition(zh, capsys, tmp_path):
-    from labkit import cleanup, notebook
+    from labkit import cleanup, results, views
 
-    table = notebook.Table([{"setting": "mode", "value": "local"}, {"setting": "bucket"}])
+    table = views.Table([{"setting": "mode", "value": "local"}, {"setting": "bucket"}])
     assert "<th>设置</th>" in table._repr_html_() and "存储桶" in repr(table)
-    notebook.record(tmp_path, "x", 1)
+    results.record(tmp_path, "x", 1)
     assert capsys.readouterr().out.startswith("已将 'x' 记录到")
     reminder = cleanup.workbench_reminder(type("S", (), {"mode": "local", "project_id": None})())
     assert reminder.startswith("提醒") and "gcloud workbench instances stop" in reminder
@@ -429,7 +429,7 @@ def _kit_output() -> dict[str, str]:
 
 
 def i18n_table(rows: list[dict]) -> object:
-    from labkit.notebook import Table
+    from labkit.views import Table
 
     return Table(rows)
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from labkit import notebook, paths, setup_checks
+from labkit import paths, setup_checks
 from labkit.settings import Settings
 
 FIVE = [
@@ -49,7 +49,7 @@ RECORDED_JSON_OUTPUT = json.dumps(
 
 def test_the_enable_step_names_the_five_apis():
     assert list(setup_checks.REQUIRED_SERVICES) == FIVE
-    command = notebook.enable_apis_command(CLOUD)
+    command = setup_checks.enable_apis_command(CLOUD.project_id)
     assert command == ["gcloud", "services", "enable", *FIVE, "--project=cassava-lab-4711"]
 
 

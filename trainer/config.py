@@ -75,7 +75,7 @@ def inside_vertex_without_model_dir(env: Mapping[str, str]) -> bool:
 
 # Ranges that fail in seconds instead of out of memory after a minute (issue 21 item 5).
 # 32: tf_keras' ResNet50 refuses inputs smaller than 32x32 (`min_size=32` in its
-# applications/resnet.py). 1024: over three times the codelab's 300 and twice the sample's
+# ResNet application module). 1024: over three times the codelab's 300 and twice the sample's
 # photos (about 500x400), where upscaling adds no detail while memory grows with the square:
 # one 64-image batch of 1024x1024 float32 is 0.8 GB of input alone, before ResNet50's
 # activations (100000 ran out of memory after a minute, issue 21).

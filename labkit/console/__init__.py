@@ -24,10 +24,12 @@ import contextlib
 import sys
 from typing import Any
 
+from labkit.settings import Settings
+
 PATH = "/console"
 
 
-def create_app(service: Any, settings: Any = None) -> Any:
+def create_app(service: Any, settings: Settings | None = None) -> Any:
     """The console as an ASGI app over a `labkit.emulator.service.Service`, to mount at
     `PATH` (``settings`` default: the lab's saved settings, read on each request)."""
     from labkit.console.views import create_app as _create

@@ -191,7 +191,7 @@ class Console:
         return [kit, *[i for i in images if i != kit]]
 
     def default_form(self) -> forms.CreateForm:
-        from labkit.notebook import trainer_args
+        from trainer.config import args_for
 
         s = self.settings()
         return forms.default_form(
@@ -199,7 +199,7 @@ class Console:
             bucket_uri=s.bucket_uri,
             region=s.region,
             labels=s.labels,
-            args=trainer_args(s.knobs(profile="job")),
+            args=args_for(**s.knobs(profile="job")),
         )
 
     def _estimate(self, form: forms.CreateForm, lang: str) -> tuple[str, str]:

@@ -60,7 +60,7 @@ def solution(name: str) -> Callable:
 def show_solution(name: str) -> Any:
     """The solution's source, to read when stuck (what `SOLVED = True` runs)."""
     from labkit.exercises.trainer import function_source
-    from labkit.notebook import Code
+    from labkit.views import Code
 
     return Code(function_source(solution(name)))
 
@@ -71,7 +71,7 @@ def show_kit(*functions: Callable) -> Any:
     Notebook 03 shows the kit's step beside each exercise this way (`trainer.train.run`'s
     outline, then the step), read from the package itself, never a copy.
     """
-    from labkit.notebook import Code, show_source
+    from labkit.views import Code, show_source
 
     return Code("\n\n".join(show_source(fn).text for fn in functions))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.exercises.checks import FAIL, PASS, Outcome
+from labkit.settings import Settings
 
 ENTRYPOINT = ["python", "-m", "trainer.task"]
 # What each hadolint rule the exercise can trip means for this image (hadolint's wiki names
@@ -44,7 +45,7 @@ HADOLINT_WHY = {
 
 
 def pins() -> dict[str, str]:
-    from labkit.notebook import pinned_versions
+    from labkit.pins import pinned_versions
 
     return pinned_versions()
 
@@ -238,14 +239,14 @@ def dockerfile_exercise(
     return Path(context) / "Dockerfile" if outcome.passed else None
 
 
-def learner_image_uri(settings: Any) -> str:
+def learner_image_uri(settings: Settings) -> str:
     """The learner's image beside the kit's in the same repository: ``.../my-trainer:cassava``."""
     return settings.image_uri.rsplit("/", 1)[0] + "/my-trainer:cassava"
 
 
 def run_container_job(
     dockerfile: Path | None,
-    settings: Any,
+    settings: Settings,
     data_dir: str | None = None,
     *,
     workers: int = 2,
@@ -290,14 +291,14 @@ def run_container_job(
     return job
 
 
-def check_container_job(job: Any, settings: Any, *, solved: bool = False) -> Outcome | None:
+def check_container_job(job: Any, settings: Settings, *, solved: bool = False) -> Outcome | None:
     """The job's chief saved a model that loads, every replica saved, no temp copy is left.
 
     With ``solved`` a failing (or, locally, missing) job raises, so CI cannot miss it.
     """
     from labkit import vertex
     from labkit.exercises.trainer import check_saved_model
-    from labkit.notebook import job_model_dir
+    from labkit.jobs import job_model_dir
 
     if job is None:
         if solved and settings.mode == "local":
