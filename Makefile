@@ -22,7 +22,7 @@ help:
 	@echo "make bench    benchmarks against the codelab's own code (bench/results/latest.json)"
 	@echo "make jupyter  JupyterLab on notebooks/ with the '$(KERNEL)' kernel"
 	@echo "make test-fast  the tests not marked slow (no training, no multi-process cluster; < 3 min)"
-	@echo "make lint     ruff on code and notebooks, nbqa ruff, nbstripout --verify, labkit.nbcheck"
+	@echo "make lint     ruff on code and notebooks, nbqa ruff, nbstripout --verify, labkit.course.nbcheck"
 
 venv: $(STAMP)
 
@@ -57,14 +57,14 @@ jupyter: $(STAMP)
 
 # ruff lints the code and, cell by cell, the notebooks' code cells; nbqa runs ruff on each
 # notebook as one script (its options: pyproject.toml [tool.nbqa.addopts]). Then nbstripout:
-# no outputs but the nbval references (tagged keep_output); labkit.nbcheck: references, the
+# no outputs but the nbval references (tagged keep_output); labkit.course.nbcheck: references, the
 # parameters cell and the template's sections.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/nbqa ruff notebooks
 	$(BIN)/nbstripout --verify --keep-count --keep-id notebooks/*.ipynb notebooks/zh-CN/*.ipynb
-	$(BIN)/python -m labkit.nbcheck
+	$(BIN)/python -m labkit.course.nbcheck
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labkit.paths import REPO_ROOT, lab_home
+from labkit.cloud.paths import REPO_ROOT, lab_home
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 CODELAB_TASK = REPO_ROOT / "codelab" / "trainer" / "task.py"
 MODULE_NAME = "codelab_task"

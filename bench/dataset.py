@@ -1,4 +1,4 @@
-"""The JPEG set every section reads: made once with `labkit.sample`, cached under `.lab/bench/`.
+"""The JPEG set every section reads: made once with `labkit.course.sample`, cached under `.lab/bench/`.
 
 Both the codelab's pipeline and the kit's read the same files: the sample is prepared
 through TFDS's real `cassava` builder, so the codelab's `tfds.load(name='cassava')` (with
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import bench_home
-from labkit.sample import SampleInfo, ensure_sample
+from labkit.course.sample import SampleInfo, ensure_sample
 
 # Fractions of the real cassava splits (train 5,656): 0.36 gives 2,036 training images
 # (3,395 in all), enough for two full 1,000-image shuffle buffers of the codelab's pipeline.

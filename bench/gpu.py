@@ -10,7 +10,7 @@ On one GPU at the codelab's 300x300 and batch 64 it measures:
 - the input pipeline's ceiling on this machine's CPUs: images/s of the codelab's own
   `create_dataset` (`codelab/trainer/task.py`, always 300x300) and of the kit's
   `make_pipeline` (cache off: decoding every epoch; cache memory: replaying resized
-  images) on JPEGs drawn by `labkit.sample`, no model attached.
+  images) on JPEGs drawn by `labkit.course.sample`, no model attached.
   When the kit's ceiling is below the best GPU figure, training there is input-bound.
 Every stage is bounded (fixed steps, a time budget), and `DIR/gpu.json` is rewritten after
 each stage, so a call cut short still returns what was measured. Without a GPU it runs on
@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = ok["fp32"]["images_per_s"]
         report["speedups_vs_fp32"] = {n: v["images_per_s"] / base for n, v in ok.items()}
     if args.pipeline_batches > 0 and not over_budget():
-        from labkit.sample import ensure_sample
+        from labkit.course.sample import ensure_sample
 
         work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-gpu-"))
         sample = ensure_sample(work / "sample", scale=args.pipeline_scale)

@@ -1,6 +1,6 @@
 """The lab: wall time of the notebooks in local mode, per notebook and in total.
 
-Through `python -m labkit lab` (what `make lab` runs) when `labkit.lab` exists, else
+Through `python -m labkit lab` (what `make lab` runs) when `labkit.course.lab` exists, else
 papermill directly; per-notebook times come from papermill's own record in each executed
 notebook (``metadata.papermill.duration``), so they do not depend on either's printout.
 No notebooks yet -> "skipped: no notebooks", not a failure; with --quick the repo's
@@ -29,7 +29,7 @@ from typing import Any
 
 from bench import bench_home
 from bench.measure import BenchContext, check, child_env, section
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 # The notebooks' own budget (issue 5): the whole lab in local mode within 10 minutes on 2 cores.
@@ -172,7 +172,9 @@ def run(ctx: BenchContext, notebooks_dir: Path | None = None) -> dict[str, Any]:
         )
     out_dir = ctx.scratch / "lab" / time.strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
-    use_labkit = folder == NOTEBOOKS_DIR and importlib.util.find_spec("labkit.lab") is not None
+    use_labkit = (
+        folder == NOTEBOOKS_DIR and importlib.util.find_spec("labkit.course.lab") is not None
+    )
     via = "python -m labkit lab" if use_labkit else "papermill"
     begin = time.perf_counter()
     if use_labkit:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 RESULT_MARKER = "BENCH_RESULT "
 QUIET_TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}

@@ -153,8 +153,10 @@ def float32_batch_ceiling(batch_size: int, image_size: int, images: int = 2048) 
     """Images/s of the steps a cached epoch cannot skip: batching uint8 images and turning
     each batch into the float32 batch the model takes (`trainer.data.scale_batch`, 4 bytes a
     pixel), in a tf.data pipeline shaped as the kit's after its cache (batch, parallel map,
-    prefetch) fed from one image in memory. A cached epoch cannot beat it, so it over the
-    codelab's epoch-2 images/s bounds the cached-epoch ratio any cache reaches here now."""
+    prefetch) fed from one image in memory: the work a cached epoch cannot skip, whatever
+    the cache holds. Over the codelab's epoch-2 images/s it is about the best cached-epoch
+    ratio a cache can give here (the kit's epoch 2 can beat it a little: its prefetch buffer
+    fills with epoch-2 batches while epoch 1 ends, `repeat()` making one stream)."""
     import tensorflow as tf
 
     from trainer import data
@@ -395,7 +397,7 @@ def targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def notes(runs: list[dict[str, Any]]) -> list[str]:
     """Which cache the kit used, and what the measured set does not show."""
-    from labkit.sample import REAL_SPLIT_SIZES
+    from labkit.course.sample import REAL_SPLIT_SIZES
     from trainer.data import cache_bytes, cache_memory_budget, cache_mode
 
     used = sorted({f"{r['variant']}: {r['cache_mode']}" for r in runs if "cache_mode" in r})

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 PACKAGES = ("tensorflow", "tf-keras", "tensorflow-datasets", "numpy", "pillow")
 

@@ -1,5 +1,5 @@
 """Scaling: the shipped job (`python -m trainer.task`) as 1 and as 2 MultiWorkerMirroredStrategy
-workers on this machine, through `labkit.cluster.run_cluster` (Vertex's TF_CONFIG, localhost).
+workers on this machine, through `labkit.local.cluster.run_cluster` (Vertex's TF_CONFIG, localhost).
 
 As in the codelab the batch is per replica, so 2 workers train a global batch twice as
 large per step. Throughput is the trainer's own `images_per_sec` from the chief's
@@ -18,8 +18,8 @@ with perfect scaling over cores its compute takes twice the 1-worker step, and t
 synchronisation (negative when one process used two cores less than twice as well as one).
 
 With 2 workers, each gets half the cores for TensorFlow's thread pools
-(``TF_NUM_INTRAOP_THREADS``, set by `labkit.cluster` through
-`labkit.supervisor.co_located_thread_env`), as each would have its own machine's cores in
+(``TF_NUM_INTRAOP_THREADS``, set by `labkit.local.cluster` through
+`labkit.local.supervisor.co_located_thread_env`), as each would have its own machine's cores in
 the cloud; the 1-process run keeps TF's defaults.
 
 Both jobs pass ``--backup-every-steps`` larger than the run, so no BackupAndRestore
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import BenchContext, check, child_env, median, ratio, section, spread
-from labkit.cluster import run_cluster
-from labkit.paths import REPO_ROOT
-from labkit.supervisor import co_located_thread_env
+from labkit.cloud.paths import REPO_ROOT
+from labkit.local.cluster import run_cluster
+from labkit.local.supervisor import co_located_thread_env
 
 FULL = {"image_size": 64, "batch_size": 16, "steps_per_epoch": 8, "epochs": 3}
 QUICK = {"image_size": 32, "batch_size": 4, "steps_per_epoch": 2, "epochs": 2}

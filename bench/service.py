@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import BenchContext, check, section, spread
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 # Measured 2026-12-04 on the shared 2-core machine with the http.server service (commit
 # 4cde361), `python -m bench.service --runs 7`: median of 7 runs.

@@ -1,7 +1,15 @@
-"""The lab's own tools: settings, sample data, the local cluster, the local Vertex AI
-service, job specs, cost, cleanup and plots.
+"""The lab's own tools, in four subpackages that show the architecture:
 
-Nothing in here goes into the training container; that is `trainer/`'s job.
+- `labkit.cloud`: cloud job tools used in both modes (the job-spec core, cost, images,
+  storage, settings, paths, set-up checks, cleanup);
+- `labkit.local`: the local platform (the Vertex AI service, its console page, the cluster
+  runner, the supervisor, Vertex's replica environment, the SDK's `aiplatform.init`);
+- `labkit.course`: what the notebooks call and what runs them;
+- `labkit.i18n`: the English and zh-CN editions.
+
+Layering: `i18n` <- `cloud` <- `local` <- `course` (tests/test_layout.py). Here only the
+kit's labels, which every layer writes or reads. Nothing in labkit goes into the training
+container; that is `trainer/`'s job.
 """
 
 KIT_LABEL_KEY = "lab"

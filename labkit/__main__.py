@@ -10,20 +10,32 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "sample": ("labkit.sample", "generate the synthetic cassava sample and prepare it for TFDS"),
-    "cluster": ("labkit.cluster", "run a command as N local replicas with Vertex's TF_CONFIG"),
+    "sample": (
+        "labkit.course.sample",
+        "generate the synthetic cassava sample and prepare it for TFDS",
+    ),
+    "cluster": (
+        "labkit.local.cluster",
+        "run a command as N local replicas with Vertex's TF_CONFIG",
+    ),
     "emulator": (
-        "labkit.emulator",
+        "labkit.local.emulator",
         "the local Vertex AI training service (serve/start/stop/status)",
     ),
-    "console": ("labkit.console", "the local console page: Training, Create, job pages (opens it)"),
-    "spec": ("labkit.specs", "build or validate worker pool specs (spec validate FILE.json)"),
-    "cost": ("labkit.cost", "estimate what a worker pool spec costs"),
-    "cleanup": ("labkit.cleanup", "list, then delete, only what the kit created"),
-    "lab": ("labkit.lab", "execute the notebooks 00..05 with papermill into a run folder"),
-    "settings": ("labkit.settings", "show the resolved settings (mode, project, region, bucket)"),
+    "console": (
+        "labkit.local.console",
+        "the local console page: Training, Create, job pages (opens it)",
+    ),
+    "spec": ("labkit.cloud.specs", "build or validate worker pool specs (spec validate FILE.json)"),
+    "cost": ("labkit.cloud.cost", "estimate what a worker pool spec costs"),
+    "cleanup": ("labkit.cloud.cleanup", "list, then delete, only what the kit created"),
+    "lab": ("labkit.course.lab", "execute the notebooks 00..05 with papermill into a run folder"),
+    "settings": (
+        "labkit.cloud.settings",
+        "show the resolved settings (mode, project, region, bucket)",
+    ),
     "durations": (
-        "labkit.durations",
+        "labkit.course.durations",
         "check the docs' durations against bench/measurements.json; record or refresh them",
     ),
     "i18n": ("labkit.i18n.cli", "the zh-CN edition: sync notebooks, list stale translations"),

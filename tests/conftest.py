@@ -61,7 +61,7 @@ def assert_gone() -> Callable[[Iterable[int]], None]:
 @pytest.fixture(scope="session")
 def sample_for_jobs():
     """The kit's synthetic cassava sample (made once, reused): for trainer-backed job tests."""
-    from labkit.sample import ensure_sample
+    from labkit.course.sample import ensure_sample
 
     return ensure_sample()
 
@@ -154,7 +154,7 @@ class LocalVertex:
         return self.state_dir / "gcs"
 
     def start(self):
-        from labkit.vertex import ensure_local_service, init_vertex
+        from labkit.local.vertex import ensure_local_service, init_vertex
 
         self.status = ensure_local_service(
             self.settings, state_dir=self.state_dir, images=self.images
@@ -164,7 +164,7 @@ class LocalVertex:
 
     def stop(self) -> list[int]:
         """Stop the service; returns the pid that was serving (to check it is gone)."""
-        from labkit.emulator import control
+        from labkit.local.emulator import control
 
         pid = control.status(self.state_dir).pid
         control.stop(self.state_dir)
@@ -174,9 +174,9 @@ class LocalVertex:
 @pytest.fixture
 def local_vertex(tmp_path, demo_build_context, assert_gone):
     """The local Vertex AI service on a free port, state in tmp; stopped, leaving nothing."""
-    from labkit import vertex_env
-    from labkit.paths import REPO_ROOT
-    from labkit.settings import Settings
+    from labkit.cloud.paths import REPO_ROOT
+    from labkit.cloud.settings import Settings
+    from labkit.local import vertex_env
 
     settings = Settings(
         mode="local",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import storage
-from labkit.settings import Settings
+from labkit.cloud import storage
+from labkit.cloud.settings import Settings
 
 __all__ = ["gcs_client", "kit_home", "kit_settings", "local_gcs"]
 

@@ -1,6 +1,6 @@
 """The whole lab executed once under nbval, shared by the notebook tests and the model checks.
 
-papermill injects the CI knobs (`labkit.lab.CHECK_PARAMETERS`) into copies of the notebooks,
+papermill injects the CI knobs (`labkit.course.lab.CHECK_PARAMETERS`) into copies of the notebooks,
 nbval executes them in order and compares the cells tagged ``nbval-check-output`` with the
 reference outputs committed in notebooks/. Everything runs in a temporary LAB_HOME (a copy of
 the sample, a local Vertex AI service on a free port), so it neither uses nor deletes the
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from labkit import lab
-from labkit.settings import load_settings
-from labkit.vertex_env import free_ports
+from labkit.cloud.settings import load_settings
+from labkit.course import lab
+from labkit.local.vertex_env import free_ports
 
 LAB_TIMEOUT_S = 3000  # about 9 minutes on 2 quiet cores; far more on a busy machine
 
@@ -39,7 +39,7 @@ def make_lab_home(root: Path, sample: Any) -> dict[str, str]:
 
 
 def service_running(home: Path) -> bool:
-    from labkit.emulator import control
+    from labkit.local.emulator import control
 
     return control.status(home / "vertex").running
 
@@ -74,7 +74,7 @@ def run_lab_with_other_parameters(home: Path, out: Path, sample: Any) -> dict[st
             timeout=OTHER_TIMEOUT_S,
         )
     finally:
-        from labkit.emulator import control
+        from labkit.local.emulator import control
 
         control.stop(home / "vertex")
     return {"result": result, "home": home, "run_dir": out}
@@ -108,7 +108,7 @@ def run_lab_under_nbval(home: Path, work: Path, sample: Any) -> dict[str, Any]:
             command, cwd=work, env=env, capture_output=True, text=True, timeout=LAB_TIMEOUT_S
         )
     finally:
-        from labkit.emulator import control
+        from labkit.local.emulator import control
 
         control.stop(home / "vertex")  # whatever happened, no service outlives the test
     return {"result": result, "home": home, "run_dir": run_dir}
@@ -132,7 +132,7 @@ def noise(executed: Path) -> list[str]:
     tracebacks, one entry per offending line, naming the cell."""
     import nbformat
 
-    from labkit.supervisor import TRACEBACK_LINE, is_cpp_log_line
+    from labkit.local.supervisor import TRACEBACK_LINE, is_cpp_log_line
 
     found = []
     nb = nbformat.read(str(executed), as_version=4)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 if str(REPO_ROOT) not in sys.path:  # `bench` is a folder of the repo, not an installed package
     sys.path.insert(0, str(REPO_ROOT))

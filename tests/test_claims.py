@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, faultdemo, lab, plots
+from labkit.course import claims, faultdemo, lab, plots
 
 
 def knobs(**changed):
@@ -219,7 +219,7 @@ def test_kernel_stderr_goes_to_a_file_while_tensorflow_starts(tmp_path, capfd):
     """What TensorFlow's C++ code writes to descriptor 2 lands in the log file, not the cell."""
     import os
 
-    from labkit import tflogs
+    from labkit.cloud import tflogs
 
     log = tmp_path / "tf.log"
     with tflogs.stderr_to(log):

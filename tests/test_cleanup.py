@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from labkit import cleanup, paths, storage
-from labkit.settings import Settings
+from labkit.cloud import cleanup, paths, storage
+from labkit.cloud.settings import Settings
 
 pytest_plugins = ["fixtures_storage"]  # kit_home: a LAB_HOME of this test's own
 
@@ -64,7 +64,7 @@ def start_default_service(settings: Settings, images: dict, log_path) -> object:
     state in LAB_HOME/vertex, job outputs (gs:// paths) in the kit's local bucket root."""
     import sys
 
-    from labkit.emulator import control
+    from labkit.local.emulator import control
 
     argv = [sys.executable, "-m", "labkit", "emulator", "serve", "--quiet"]
     argv += ["--port", str(settings.emulator_port)]
@@ -91,8 +91,8 @@ def kit_world(kit_home, tmp_path, monkeypatch, assert_gone):
     foreign ones (a bucket the kit did not create, with objects of its own)."""
     from google.cloud import aiplatform
 
-    from labkit import vertex, vertex_env
-    from labkit.emulator import control
+    from labkit.local import vertex, vertex_env
+    from labkit.local.emulator import control
 
     monkeypatch.delenv(storage.EMULATOR_ENV, raising=False)
     context = tmp_path / "writer-image"
@@ -191,7 +191,7 @@ def test_cleanup_lists_then_deletes_only_the_kits_resources_and_is_idempotent(ki
     plan = cleanup.cleanup(settings, yes=True, out=lines.append)
     assert plan.errors == [], "\n".join(lines)
     assert "Done: everything the kit created is gone." in lines
-    from labkit.emulator import control
+    from labkit.local.emulator import control
 
     assert not control.status().running
     assert not paths.emulator_state_dir().exists()
@@ -215,7 +215,7 @@ def test_cleanup_lists_then_deletes_only_the_kits_resources_and_is_idempotent(ki
 @pytest.mark.slow
 def test_dry_run_after_a_reboot_starts_the_service_only_to_list_and_stops_it(kit_world):
     """The service was stopped (e.g. the machine restarted) but its state is still there."""
-    from labkit.emulator import control
+    from labkit.local.emulator import control
 
     settings = kit_world["settings"]
     control.stop()

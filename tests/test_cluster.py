@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit import supervisor
-from labkit.cluster import run_cluster
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
+from labkit.local import supervisor
+from labkit.local.cluster import run_cluster
 
 # Prints its role, starts a grandchild that sleeps (to prove the whole group is stopped),
 # then behaves as FAIL_ROLE / FAIL_CODE / SLEEP ask.

@@ -15,11 +15,11 @@ import pytest
 from conftest import DEMO_IMAGE_URI
 from starlette.testclient import TestClient
 
-from labkit import specs
-from labkit.console import client
-from labkit.console import form as forms
-from labkit.console.views import tf_config_of, timeline
-from labkit.settings import Settings
+from labkit.cloud import specs
+from labkit.cloud.settings import Settings
+from labkit.local.console import client
+from labkit.local.console import form as forms
+from labkit.local.console.views import tf_config_of, timeline
 
 SETTINGS = Settings(mode="local", project_id="local-project", bucket="console-bucket")
 
@@ -119,9 +119,9 @@ def test_tf_config_and_timeline_come_from_the_logs():
 
 @pytest.fixture
 def console(tmp_path):
-    from labkit.emulator.server import create_app
-    from labkit.emulator.service import Service
-    from labkit.paths import REPO_ROOT
+    from labkit.cloud.paths import REPO_ROOT
+    from labkit.local.emulator.server import create_app
+    from labkit.local.emulator.service import Service
 
     service = Service(tmp_path / "state", tmp_path / "gcs", 0)
     service.register_image(SETTINGS.image_uri, str(REPO_ROOT))  # the API takes strings
@@ -215,7 +215,7 @@ def test_every_visible_string_follows_hl(console, page):
 
 
 def test_console_durations_follow_hl():
-    from labkit.console.views import duration
+    from labkit.local.console.views import duration
 
     run = {"startTime": "2026-12-04T10:00:00Z", "endTime": "2026-12-04T11:02:05Z"}
     assert duration(run) == "1 hr 2 min" and duration(run, "zh-CN") == "1 小时 2 分钟"
@@ -266,11 +266,11 @@ def test_form_handler_starts_a_two_pool_pipeline_with_labels(local_vertex):
     assert "console-handler-test" in listing and "PIPELINE_STATE_SUCCEEDED" in listing
 
 
-# ---- the cloud walkthrough (labkit.walkthrough) ----
+# ---- the cloud walkthrough (labkit.course.walkthrough) ----
 
 
 def test_walkthrough_fills_every_field_the_kit_needs_and_passes_the_core():
-    from labkit import walkthrough
+    from labkit.course import walkthrough
 
     cloud = Settings(mode="cloud", project_id="my-lab-project", region="europe-west4")
     form = walkthrough.cloud_form(cloud)
@@ -292,7 +292,7 @@ def test_walkthrough_fills_every_field_the_kit_needs_and_passes_the_core():
 
 
 def test_walkthrough_gives_every_machine_the_same_gpus():
-    from labkit import walkthrough
+    from labkit.course import walkthrough
 
     cloud = Settings(mode="cloud", project_id="my-lab-project")
     form = walkthrough.cloud_form(
@@ -307,7 +307,7 @@ def test_walkthrough_gives_every_machine_the_same_gpus():
 def test_console_jobs_are_found_by_name_and_unlabelled_ones_cleaned_up(local_vertex):
     """Notebook 04 finds the console's job by its name through the SDK; notebook 05 deletes
     a console job whose Labels field was emptied (the label-based cleanup cannot see it)."""
-    from labkit import walkthrough
+    from labkit.course import walkthrough
 
     settings = local_vertex.settings
     labelled = client.lab_form(settings, ["--sleep", "0"], model_name=walkthrough.MODEL_NAME)
@@ -333,9 +333,9 @@ def test_labkit_console_starts_the_service_and_prints_the_page(tmp_path, assert_
     import subprocess
     import sys
 
-    from labkit import vertex_env
-    from labkit.emulator import control
-    from labkit.settings import load_settings
+    from labkit.cloud.settings import load_settings
+    from labkit.local import vertex_env
+    from labkit.local.emulator import control
 
     load_settings(
         "local",

@@ -14,7 +14,7 @@ import time
 import pytest
 from conftest import DEMO_IMAGE_URI
 
-from labkit.console import browser, client
+from labkit.local.console import browser, client
 
 
 def _browser_or_skip() -> None:
@@ -167,7 +167,7 @@ def test_the_codelabs_two_pool_job_through_the_form_succeeds_and_its_model_loads
     files = page.locator("#files").inner_text()
     assert "model/savedmodel/saved_model.pb" in files
 
-    from labkit.models import savedmodel_path
+    from labkit.course.models import savedmodel_path
 
     resource = client.get_resource(settings, job.name)
     job_json = client.get_resource(settings, resource["trainingTaskMetadata"]["backingCustomJob"])

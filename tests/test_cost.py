@@ -8,12 +8,12 @@ import math
 
 import pytest
 
-from labkit import cost
-from labkit.specs import KNOWN_ACCELERATORS, build_worker_pool_specs
+from labkit.cloud import cost
+from labkit.cloud.specs import KNOWN_ACCELERATORS, build_worker_pool_specs
 
 AR_IMAGE = "us-central1-docker.pkg.dev/cassava-lab-4711/cassava-lab/multiworker:cassava"
 
-# The figures of labkit/prices.json this test's hand computations use. If the table is
+# The figures of labkit/cloud/prices.json this test's hand computations use. If the table is
 # re-read and changes, this test fails until the worked examples below are redone.
 N1_STANDARD_4 = 0.21849885
 N1_STANDARD_8 = 0.4369977
@@ -179,7 +179,7 @@ def test_placeholder_pools_cost_nothing_and_camel_case_is_read(table):
 
 
 def test_unknown_prices_and_bad_durations_fail_clearly(table):
-    with pytest.raises(KeyError, match="a2-highgpu-1g.*labkit/prices.json"):
+    with pytest.raises(KeyError, match="a2-highgpu-1g.*labkit/cloud/prices.json"):
         cost.estimate_cost(
             build_worker_pool_specs(
                 AR_IMAGE,

@@ -22,7 +22,7 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 
 EXTENSIONS = "py|md|json|ya?ml|toml|ipynb|txt|cfg|sh|csv|pb|keras|h5|html|lock"
 REFERENCE = re.compile(
@@ -31,22 +31,22 @@ REFERENCE = re.compile(
 )
 # Files written at run time, not shipped: base name -> what writes it.
 WRITTEN_AT_RUN_TIME = {
-    "results.json": "labkit.results.record (each notebook's results in the run folder)",
+    "results.json": "labkit.course.results.record (each notebook's results in the run folder)",
     "metrics.json": "trainer.export (the chief's training metrics)",
     "model.keras": "trainer.export (the Keras archive next to the SavedModel)",
     "saved_model.pb": "trainer.export",
     "latest.json": "python -m bench (bench/results/, git-ignored)",
     "quick.json": "python -m bench --quick",
     "gpu.json": "python -m bench.gpu",
-    "processes.json": "labkit.emulator (the local service's state)",
-    "job.json": "labkit.emulator",
-    "server.json": "labkit.emulator",
-    "images.json": "labkit.emulator",
-    "sample.json": "labkit.sample",
-    "settings.json": "labkit.settings",
+    "processes.json": "labkit.local.emulator (the local service's state)",
+    "job.json": "labkit.local.emulator",
+    "server.json": "labkit.local.emulator",
+    "images.json": "labkit.local.emulator",
+    "sample.json": "labkit.course.sample",
+    "settings.json": "labkit.cloud.settings",
     "dataset_info.json": "TFDS, when it prepares a dataset",
     "owner.lock": "trainer.data (cache folders)",
-    "index.html": "labkit.lab.write_report (the run folder's report page)",
+    "index.html": "labkit.course.lab.write_report (the run folder's report page)",
 }
 THIS_FILE = "tests/test_doc_references.py"
 CONFIG_SUFFIXES = {".yml", ".yaml", ".toml", ".cfg"}

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from dockerfile_parse import DockerfileParser
 
-from labkit import images
-from labkit.settings import Settings
+from labkit.cloud import images
+from labkit.cloud.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_PACKAGES = {"tensorflow", "tf_keras", "tensorflow_datasets", "numpy", "trainer"}

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from labkit import durations, paths
+from labkit.cloud import paths
+from labkit.course import durations
 
 MACHINE = {"cores": 2, "memory_gib": 24, "gpu": "none"}
 
@@ -150,7 +151,7 @@ def test_this_machine_is_described():
 
 
 def test_refresh_runs_the_lab_then_records_that_run(monkeypatch, tmp_path):
-    from labkit import lab
+    from labkit.course import lab
 
     run = tmp_path / "20261204-130000"
     calls, recorded = [], []

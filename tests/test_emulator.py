@@ -23,9 +23,9 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import aiplatform
 from google.cloud.aiplatform.compat.types import job_state as gca_job_state
 
-from labkit.paths import REPO_ROOT
-from labkit.vertex import job_logs, job_output_dir
-from labkit.vertex_env import free_ports
+from labkit.cloud.paths import REPO_ROOT
+from labkit.local.vertex import job_logs, job_output_dir
+from labkit.local.vertex_env import free_ports
 
 JobState = gca_job_state.JobState
 MACHINE = {"machine_type": "n1-standard-4"}
@@ -420,7 +420,7 @@ def test_cli_start_status_register_stop(tmp_path, demo_build_context, assert_gon
 
 @pytest.mark.slow
 def test_stop_kills_replicas_even_when_the_service_died(local_vertex, assert_gone):
-    from labkit.emulator import control
+    from labkit.local.emulator import control
 
     job = make_job([pool(1, args=["--sleep", "300"]), pool(1, args=["--sleep", "300"])])
     job.run(sync=False)
@@ -441,7 +441,7 @@ def test_stop_kills_replicas_even_when_the_service_died(local_vertex, assert_gon
 
 
 def test_an_entrypoint_that_cannot_start_fails_the_job(local_vertex, tmp_path):
-    from labkit.vertex import register_image
+    from labkit.local.vertex import register_image
 
     context = tmp_path / "broken"
     context.mkdir()
@@ -455,8 +455,8 @@ def test_an_entrypoint_that_cannot_start_fails_the_job(local_vertex, tmp_path):
 @pytest.mark.slow
 def test_default_service_maps_gs_into_the_kits_bucket_root(tmp_path, monkeypatch, assert_gone):
     """Without --state, state is LAB_HOME/vertex and gs:// maps to LAB_HOME/gcs (cleanup's view)."""
-    from labkit import paths
-    from labkit.emulator import control
+    from labkit.cloud import paths
+    from labkit.local.emulator import control
 
     monkeypatch.setenv("CASSAVA_LAB_HOME", str(tmp_path / "home"))
     status = control.start(port=free_ports(1)[0])

@@ -1,5 +1,5 @@
 """Image resolution without Docker, list filters and the service's request validation (the
-job-spec core, `labkit.specs`, turned into Vertex's error JSON): fast unit tests."""
+job-spec core, `labkit.cloud.specs`, turned into Vertex's error JSON): fast unit tests."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import specs
-from labkit.emulator import dockerfile, filters
-from labkit.emulator.errors import ApiError
-from labkit.paths import REPO_ROOT
+from labkit.cloud import specs
+from labkit.cloud.paths import REPO_ROOT
+from labkit.local.emulator import dockerfile, filters
+from labkit.local.emulator.errors import ApiError
 
 
 def write_context(folder: Path, text: str, files: dict[str, str] | None = None) -> Path:
@@ -181,7 +181,7 @@ def valid_job(**spec_changes):
 
 
 def test_validation_collects_every_problem():
-    from labkit.emulator.server import spec_error_to_api
+    from labkit.local.emulator.server import spec_error_to_api
 
     assert specs.validate_custom_job(valid_job()) == []
     bad = valid_job(scheduling={"timeout": "soon"})
@@ -223,8 +223,8 @@ def test_service_module_starts_without_tensorflow_or_the_sdk(tmp_path):
 
     code = (
         "import sys; from pathlib import Path\n"
-        "from labkit.emulator.server import create_app\n"
-        "from labkit.emulator.service import Service\n"
+        "from labkit.local.emulator.server import create_app\n"
+        "from labkit.local.emulator.service import Service\n"
         f"create_app(Service(Path({str(tmp_path)!r}), Path({str(tmp_path / 'gcs')!r}), 0))\n"
         "heavy = [m for m in ('tensorflow', 'google.cloud.aiplatform', 'keras') if m in sys.modules]\n"
         "print(heavy)\n"
@@ -243,8 +243,8 @@ def test_app_factory_in_process_routes_and_errors(tmp_path):
     """`create_app(service)` as the console uses it: same routes, Google's error JSON."""
     from starlette.testclient import TestClient
 
-    from labkit.emulator.server import create_app
-    from labkit.emulator.service import Service
+    from labkit.local.emulator.server import create_app
+    from labkit.local.emulator.service import Service
 
     service = Service(tmp_path / "state", tmp_path / "gcs", 0)
     client = TestClient(create_app(service))

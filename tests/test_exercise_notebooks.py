@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import exercises
-from labkit.lab import KERNEL_NAME, NOTEBOOK_DIR
+from labkit.course import exercises
+from labkit.course.lab import KERNEL_NAME, NOTEBOOK_DIR
 
 NB03 = NOTEBOOK_DIR / "03_mwms_trainer.ipynb"
 NB04 = NOTEBOOK_DIR / "04_sdk_job_submission.ipynb"

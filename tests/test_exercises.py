@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import exercises
-from labkit.exercises import checks, compare, dockerfile, solutions, trainer
+from labkit.course import exercises
+from labkit.course.exercises import checks, compare, dockerfile, solutions, trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 CODELAB_DOCKERFILE = """\

@@ -18,12 +18,13 @@ import numpy as np
 import polib
 import pytest
 
-from labkit import i18n, paths
+from labkit import i18n
+from labkit.cloud import paths
 from labkit.i18n import fonts, notebooks
 
 matplotlib.use("Agg")
 
-from labkit import plots  # noqa: E402  (after the backend is chosen)
+from labkit.course import plots  # noqa: E402  (after the backend is chosen)
 
 CATALOG = i18n.catalog_path("zh-CN")
 # The terms issue 17 names: Google's zh-CN console words as the codelab uses them.
@@ -347,7 +348,8 @@ def test_sync_of_the_committed_editions_changes_nothing(tmp_path):
 
 
 def test_kit_tables_and_summaries_follow_the_edition(zh, capsys, tmp_path):
-    from labkit import cleanup, results, views
+    from labkit.cloud import cleanup
+    from labkit.course import results, views
 
     table = views.Table([{"setting": "mode", "value": "local"}, {"setting": "bucket"}])
     assert "<th>设置</th>" in table._repr_html_() and "存储桶" in repr(table)
@@ -386,7 +388,7 @@ def test_wcwidth_is_pinned_in_both_dependency_files():
 
 
 def _cost_text() -> str:
-    from labkit.cost import estimate_cost
+    from labkit.cloud.cost import estimate_cost
 
     machine = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_V100"}
     pool = {"replica_count": 1, "machine_spec": {**machine, "accelerator_count": 1}}
@@ -396,8 +398,9 @@ def _cost_text() -> str:
 
 def _kit_output() -> dict[str, str]:
     """Every learner-facing text these modules print, in the active edition."""
-    from labkit import claims, faultdemo, images, sample, setup_checks, walkthrough
-    from labkit.settings import Settings
+    from labkit.cloud import images, setup_checks
+    from labkit.cloud.settings import Settings
+    from labkit.course import claims, faultdemo, sample, walkthrough
 
     cloud = Settings(mode="cloud", project_id="p")
     counts = {s: {c: 3 for c in sample.CLASSES} for s in sample.SPLITS}
@@ -429,7 +432,7 @@ def _kit_output() -> dict[str, str]:
 
 
 def i18n_table(rows: list[dict]) -> object:
-    from labkit.views import Table
+    from labkit.course.views import Table
 
     return Table(rows)
 
@@ -462,7 +465,7 @@ def test_english_cost_table_keeps_its_layout():
 
 
 def test_zh_cn_tables_line_up(zh):
-    from labkit import sample
+    from labkit.course import sample
 
     lines = _cost_text().splitlines()[1:7]
     widths = {i18n.display_width(line.split(" [")[0].rstrip()) for line in lines[1:]}
@@ -475,8 +478,9 @@ def test_zh_cn_tables_line_up(zh):
 def test_data_messages_have_translations():
     """Strings the kit translates from data, not literals (the scan above cannot see them):
     the price table's provenance and caveats, the APIs' descriptions, split and run names."""
-    from labkit import sample, setup_checks
-    from labkit.specs import load_price_table
+    from labkit.cloud import setup_checks
+    from labkit.cloud.specs import load_price_table
+    from labkit.course import sample
 
     table = load_price_table()
     data = [table.source, table.training_read, table.excludes, table.spot]
@@ -544,7 +548,7 @@ def test_cjk_font_comes_from_the_pinned_package():
 
 
 def test_lab_resolves_the_edition_folder():
-    from labkit import lab
+    from labkit.course import lab
 
     assert lab.resolve_notebooks(["00"], "zh-CN") == [
         notebooks.EN_DIR / "zh-CN" / "00_environment_setup.ipynb"

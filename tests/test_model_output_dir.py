@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
 from trainer.config import ConfigError, parse_config
 
 CLUSTER_SPEC = json.dumps(

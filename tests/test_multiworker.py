@@ -13,14 +13,14 @@ import sys
 
 import pytest
 
-from labkit.cluster import run_cluster
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
+from labkit.local.cluster import run_cluster
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_codelabs_own_trainer_runs_unchanged_on_the_local_cluster(tmp_path):
-    from labkit.sample import ensure_sample
+    from labkit.course.sample import ensure_sample
 
     sample = ensure_sample(
         tmp_path / "sample", scale=0.003

@@ -1,12 +1,12 @@
-"""`python -m labkit.nbcheck` (make lint): it passes the committed notebooks and names
+"""`python -m labkit.course.nbcheck` (make lint): it passes the committed notebooks and names
 each kind of problem it exists to catch."""
 
 from __future__ import annotations
 
 import nbformat
 
-from labkit import nbcheck
-from labkit.lab import NOTEBOOK_DIR, REFERENCE_TAG
+from labkit.course import nbcheck
+from labkit.course.lab import NOTEBOOK_DIR, REFERENCE_TAG
 
 
 def test_the_committed_notebooks_pass():

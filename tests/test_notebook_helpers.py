@@ -1,4 +1,4 @@
-"""The notebook helpers by subject (labkit.results, readiness, jobs, clusterviews, models):
+"""The notebook helpers by subject (labkit.course.results, readiness, jobs, clusterviews, models):
 what each records, and the one copy of each fact (a job's output folder, the pins)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import clusterviews, jobs, pins, readiness, results
-from labkit.settings import Settings, quiet_tensorflow_logs
+from labkit.cloud.settings import Settings, quiet_tensorflow_logs
+from labkit.course import clusterviews, jobs, pins, readiness, results
 
 CLOUD = Settings(mode="cloud", project_id="my-project-123", run_id="r1")
 
@@ -113,7 +113,7 @@ def test_preemption_result_checks_then_records(tmp_path, monkeypatch):
 
 
 def test_summarize_run_records_under_its_name(tmp_path):
-    from labkit import models  # imports TensorFlow
+    from labkit.course import models  # imports TensorFlow
 
     metrics = {"replicas": 2, "workers": 2, "final_metrics": {"val_accuracy": 0.5}}
     summary = models.summarize_run(metrics, tmp_path, "mwms", wall_time_s=12.0)

@@ -11,7 +11,7 @@ import sys
 import nbformat
 import pytest
 
-from labkit.lab import (
+from labkit.course.lab import (
     KEEP_OUTPUT_TAG,
     NOTEBOOK_DIR,
     NOTEBOOKS,
@@ -144,7 +144,7 @@ def test_parameters_cell(notebook_path):
 
 
 def test_no_package_logic_in_cells(notebook_path):
-    from labkit.exercises import names as exercise_names
+    from labkit.course.exercises import names as exercise_names
 
     for cell in code_cells(load(notebook_path)):
         assert "%%writefile" not in cell.source and "%writefile" not in cell.source

@@ -26,9 +26,9 @@ from lab_runs import (
     training_cells,
 )
 
-from labkit import lab, plots, views
-from labkit.results import load_results, record, require_result
-from labkit.settings import Settings
+from labkit.cloud.settings import Settings
+from labkit.course import lab, plots, views
+from labkit.course.results import load_results, record, require_result
 from trainer.config import args_for
 
 CHANCE = 0.2  # five classes

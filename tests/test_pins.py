@@ -1,6 +1,6 @@
 """The pins in pyproject.toml and environment.yml agree, and TensorFlow matches tf-keras.
 
-pyproject.toml is read by `labkit.pins` (tomllib, or the pinned tomli on Python 3.10), the
+pyproject.toml is read by `labkit.course.pins` (tomllib, or the pinned tomli on Python 3.10), the
 same reader notebook 00 and the Dockerfile exercise use.
 """
 
@@ -11,8 +11,8 @@ from importlib import metadata
 import pytest
 import yaml
 
-from labkit import pins
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
+from labkit.course import pins
 
 
 def pyproject_pins() -> dict[str, tuple[str, str | None]]:
@@ -52,7 +52,7 @@ def test_every_requirement_is_pinned_and_a_loose_one_is_named():
 
 
 def test_python_310_reads_pyproject_through_the_pinned_tomli():
-    """README promises Python 3.10-3.12: on 3.10, `labkit.pins` imports tomli instead of
+    """README promises Python 3.10-3.12: on 3.10, `labkit.course.pins` imports tomli instead of
     tomllib, so tomli must be a pinned requirement for exactly those Pythons."""
     version, marker = pyproject_pins()["tomli"]
     assert marker is not None and marker.replace('"', "'") == "python_version < '3.11'"

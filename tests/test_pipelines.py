@@ -19,8 +19,8 @@ from google.cloud.aiplatform.compat.types import pipeline_state as gca_pipeline_
 from test_emulator import http
 from trainer_runs import small_args
 
-from labkit import specs
-from labkit.vertex import job_logs, job_output_dir, job_resource
+from labkit.cloud import specs
+from labkit.local.vertex import job_logs, job_output_dir, job_resource
 
 PipelineState = gca_pipeline_state.PipelineState
 LABELS = {"lab": "cassava", "lab-run": "pipe-test"}

@@ -1,4 +1,4 @@
-"""Vertex's restart rules in the local service (`labkit.emulator.restarts`), through the SDK.
+"""Vertex's restart rules in the local service (`labkit.local.emulator.restarts`), through the SDK.
 
 Tiny commands where the point is the process handling (seconds); one real 2-replica trainer
 run each way where the point is MultiWorkerMirroredStrategy and BackupAndRestore.
@@ -16,9 +16,9 @@ from google.cloud import aiplatform
 from google.cloud.aiplatform.compat.types import job_state as gca_job_state
 from trainer_runs import small_args
 
-from labkit import specs
-from labkit.emulator import restarts
-from labkit.vertex import job_logs
+from labkit.cloud import specs
+from labkit.local.emulator import restarts
+from labkit.local.vertex import job_logs
 
 JobState = gca_job_state.JobState
 
@@ -241,7 +241,7 @@ def test_the_sdk_takes_run_kwargs_in_both_routes():
 def test_training_pipeline_passes_the_flag_to_its_job(local_vertex):
     """The pipeline route: trainingTaskInputs.scheduling reaches the backing CustomJob, whose
     worker is then restarted with every replica."""
-    from labkit.vertex import job_resource
+    from labkit.local.vertex import job_resource
 
     marker = uuid.uuid4().hex
     job = aiplatform.CustomContainerTrainingJob(

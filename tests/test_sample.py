@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labkit import sample
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
+from labkit.course import sample
 
 TINY = {split: dict.fromkeys(sample.CLASSES, 1) for split in sample.SPLITS}
 

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 import yaml
 
-from labkit import paths, setup_checks
-from labkit.settings import Settings
+from labkit.cloud import paths, setup_checks
+from labkit.cloud.settings import Settings
 
 FIVE = [
     "compute.googleapis.com",

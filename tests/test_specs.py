@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from labkit import specs
-from labkit.settings import Settings
-from labkit.specs import (
+from labkit.cloud import specs
+from labkit.cloud.settings import Settings
+from labkit.cloud.specs import (
     Problem,
     build_worker_pool_specs,
     validate_document,
@@ -180,7 +180,7 @@ def test_accelerator_optimized_shapes_with_their_own_gpus_pass(machine, gpu, cou
 
 def test_every_catalog_machine_is_validated_and_priced_or_refused_with_a_message():
     """Issue 15: no spec that validates can make `labkit cost` fail."""
-    from labkit.cost import estimate_cost
+    from labkit.cloud.cost import estimate_cost
 
     priced = unpriced = 0
     for machine, gpu, count in specs.machine_catalog():
@@ -190,7 +190,7 @@ def test_every_catalog_machine_is_validated_and_priced_or_refused_with_a_message
         if problems:
             unpriced += 1
             assert all(not p.vertex_rejects and "no checked price" in p.message for p in problems)
-            assert all("labkit/prices.json" in p.fix for p in problems)
+            assert all("labkit/cloud/prices.json" in p.fix for p in problems)
             continue
         estimate = estimate_cost([pool], 1.0)
         assert estimate.total > 0, (machine, gpu, count)

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from labkit import paths, storage
-from labkit.settings import Settings
+from labkit.cloud import paths, storage
+from labkit.cloud.settings import Settings
 
 pytest_plugins = ["fixtures_storage"]  # shared fixtures: kit_home, local_gcs, gcs_client
 

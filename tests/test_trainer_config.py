@@ -192,7 +192,7 @@ def test_every_field_is_a_cli_option_and_the_env_fills_the_directories():
 
 
 def test_knobs_become_args_skipping_none_and_keys_that_are_not_options():
-    from labkit import specs
+    from labkit.cloud import specs
     from trainer.config import args_for, codelab_knobs
 
     knobs = {"image_size": 32, "batch_size": 8, "epochs": 2, "steps_per_epoch": None}

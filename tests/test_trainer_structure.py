@@ -57,7 +57,7 @@ def test_run_calls_the_codelab_steps_in_order_and_stays_short():
 
 def test_config_imports_no_tensorflow():
     code = (
-        "import sys, trainer.config, labkit.specs; "
+        "import sys, trainer.config, labkit.cloud.specs; "
         "print('tensorflow' in sys.modules, 'tf_keras' in sys.modules)"
     )
     out = subprocess.run(

@@ -1,4 +1,4 @@
-"""The per-replica environment is what Vertex AI writes (the contract in labkit/vertex_env.py)."""
+"""The per-replica environment is what Vertex AI writes (the contract in labkit/local/vertex_env.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from labkit import vertex_env
+from labkit.local import vertex_env
 
 
 def test_codelab_pools_chief_and_worker():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labkit import vertex
+from labkit.local import vertex
 
 CPP_START_UP = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from labkit.settings import MODE_DEFAULTS
+from labkit.cloud.settings import MODE_DEFAULTS
 
 LOCAL = MODE_DEFAULTS["local"]
 

@@ -20,6 +20,10 @@ Public API (kept stable; the console page uses it): ``LANGUAGES``, ``DEFAULT_LAN
 ``Translator``, ``gettext`` (alias ``_``), ``term``, ``glossary``, ``Term``, ``using`` (a
 language for one block, e.g. one web request), ``text_table`` / ``display_width`` (plain-text
 tables that stay aligned when cells hold Chinese, see ``tables.py``).
+
+May import: the standard library, its pinned packages (polib, wcwidth, matplotlib's font
+manager) and `labkit.cloud.paths` (where the notebooks are); nothing else in labkit, since
+every other subpackage prints through it.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit import paths
+from labkit.cloud import paths
 from labkit.i18n import LANGUAGES, normalize_language
 
 EN_DIR = paths.REPO_ROOT / "notebooks"

@@ -13,8 +13,8 @@ from typing import Any
 import psutil
 import pytest
 
-from labkit import vertex_env
-from labkit.emulator import control
+from labkit.local import vertex_env
+from labkit.local.emulator import control
 
 IMAGE = "us-central1-docker.pkg.dev/local-project/reliability/tiny:1"
 PARENT = "projects/local-project/locations/us-central1"

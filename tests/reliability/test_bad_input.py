@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from labkit.emulator import limits
+from labkit.local.emulator import limits
 
 from .conftest import IMAGE, PARENT
 
@@ -88,7 +88,7 @@ def test_each_malformed_field_is_a_400_naming_it(service, case):
 def test_malformed_requests_are_400s_and_unknown_ids_404s(service):
     cases = []
     # body over 1 MiB: refused before it is read (Google answers 400 "Request payload size
-    # exceeds the limit", see labkit.emulator.limits)
+    # exceeds the limit", see labkit.local.emulator.limits)
     status, answer = service.request("POST", JOBS, job(displayName="x" * (2 << 20)))
     assert_vertex_400(status, answer)
     assert "payload size exceeds the limit" in answer["error"]["message"]

@@ -6,9 +6,11 @@ import time
 
 import pytest
 
-from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY, cleanup, paths, vertex_env
-from labkit.emulator import control
-from labkit.settings import Settings
+from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY
+from labkit.cloud import cleanup, paths
+from labkit.cloud.settings import Settings
+from labkit.local import vertex_env
+from labkit.local.emulator import control
 
 from .conftest import IMAGE, Service, alive
 

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from labkit import supervisor
-from labkit.emulator import control
-from labkit.emulator.store import write_json_atomic
-from labkit.paths import REPO_ROOT
+from labkit.cloud.paths import REPO_ROOT
+from labkit.local import supervisor
+from labkit.local.emulator import control
+from labkit.local.emulator.store import write_json_atomic
 
 from .conftest import alive, gone_within, start_service
 

@@ -6,8 +6,8 @@ import re
 import sys
 import time
 
-from labkit import cluster, supervisor
-from labkit.emulator import restarts
+from labkit.local import cluster, supervisor
+from labkit.local.emulator import restarts
 
 from .conftest import alive, gone_within
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from labkit.emulator import admission
-from labkit.emulator.admission import Admission
+from labkit.local.emulator import admission
+from labkit.local.emulator.admission import Admission
 
 from .conftest import PARENT, start_service
 
@@ -49,7 +49,7 @@ def test_twenty_jobs_at_once_never_run_more_than_the_limit_and_all_succeed(
             "state JOB_STATE_QUEUED" in logs["job"] and "LABKIT_MAX_RUNNING_REPLICAS" in logs["job"]
         )
     finally:
-        from labkit.emulator import control
+        from labkit.local.emulator import control
 
         control.stop(service.state_dir)
 
@@ -68,7 +68,7 @@ def test_a_queued_job_can_be_cancelled_and_never_starts(tmp_path, tiny_image, mo
         job_dir = service.state_dir / "jobs" / second["name"].rsplit("/", 1)[1]
         assert not (job_dir / "logs").exists()  # no replica was ever started
     finally:
-        from labkit.emulator import control
+        from labkit.local.emulator import control
 
         control.stop(service.state_dir)
 

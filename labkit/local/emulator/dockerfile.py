@@ -1,0 +1,364 @@
+"""Run a container image's entrypoint without Docker, from its registered build context.
+
+No Docker engine runs on the kit's machines, so an image URI stands for a build context: a
+folder with a Dockerfile. The final stage's WORKDIR, ENV, ENTRYPOINT and CMD are read with a
+real Dockerfile parser (`dockerfile-parse`); the files its COPY/ADD steps put into the image
+are linked into a per-job folder standing for the container's file system ("rootfs"), and
+the entrypoint runs there with the current Python. RUN steps are not executed: the kit's
+own environment stands for what they would install (same pins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import shlex
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+# dockerfile_parse and labkit.local.supervisor are imported where a job's image is resolved, not
+# when the service starts (bench/service.py measures start-to-first-response).
+
+# Variables whose container values make no sense on the host: the host's own are kept.
+HOST_ONLY_ENV = frozenset({"PATH", "LD_LIBRARY_PATH", "HOME", "PYTHONHOME", "HOSTNAME"})
+
+
+class ImageError(Exception):
+    """An image that cannot be run locally; the message says how to fix it."""
+
+
+@dataclasses.dataclass
+class _Stage:
+    name: str | None
+    workdir: str = "/"
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    entrypoint: list[str] | None = None
+    cmd: list[str] | None = None
+    copies: list[tuple[list[str], str]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def inherit(self, name: str | None) -> _Stage:
+        return dataclasses.replace(
+            self,
+            name=name,
+            env=dict(self.env),
+            copies=list(self.copies),
+            notes=list(self.notes),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePlan:
+    """What the image would run: read from its Dockerfile's final stage."""
+
+    image_uri: str
+    context: Path
+    workdir: str
+    env: dict[str, str]
+    entrypoint: list[str] | None
+    cmd: list[str] | None
+    copies: list[tuple[list[str], str]]  # (sources relative to the context, container dest)
+    notes: list[str]
+
+
+def _exec_or_shell(value: str) -> list[str]:
+    """Exec form (JSON array) as is; shell form runs under /bin/sh -c, as Docker does."""
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
+            return parsed
+    return ["/bin/sh", "-c", text]
+
+
+def _join_container_path(base: str, path: str) -> str:
+    return os.path.normpath(path if path.startswith("/") else f"{base.rstrip('/')}/{path}")
+
+
+def _substitute(text: str, env: dict[str, str]) -> str:
+    for key, value in env.items():
+        text = text.replace(f"${{{key}}}", value).replace(f"${key}", value)
+    return text
+
+
+def _copy_sources_and_dest(value: str) -> tuple[list[str], str, str | None]:
+    """``COPY [--flags] src... dest`` (or its JSON form) -> (sources, dest, --from stage)."""
+    text = value.strip()
+    from_stage = None
+    while text.startswith("--"):
+        flag, _, text = text.partition(" ")
+        text = text.lstrip()
+        if flag.startswith("--from="):
+            from_stage = flag.split("=", 1)[1]
+    parts = json.loads(text) if text.startswith("[") else shlex.split(text)
+    if len(parts) < 2:
+        raise ImageError(f"COPY/ADD needs a source and a destination: {value!r}")
+    return list(parts[:-1]), parts[-1], from_stage
+
+
+def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile") -> ImagePlan:
+    """Parse ``context/dockerfile`` into the final stage's run settings."""
+    context = Path(context).resolve()
+    path = context / dockerfile
+    if not path.is_file():
+        raise ImageError(
+            f"image {image_uri} is registered to the build context {context}, which has no "
+            f"{dockerfile}; register the folder that holds the image's Dockerfile."
+        )
+    from dockerfile_parse import DockerfileParser
+
+    parser = DockerfileParser(path=str(path))
+    stages: dict[str, _Stage] = {}
+    stage: _Stage | None = None
+    for instruction, ctx in zip(parser.structure, parser.context_structure, strict=True):
+        kind, value = instruction["instruction"], instruction["value"]
+        if kind == "FROM":
+            parts = value.split()
+            base = parts[0]
+            name = parts[2].lower() if len(parts) >= 3 and parts[1].lower() == "as" else None
+            parent = stages.get(base.lower())
+            stage = parent.inherit(name) if parent else _Stage(name=name)
+            if not parent:
+                stage.notes.append(
+                    f"base image {base}: its own ENTRYPOINT/CMD/ENV are not known locally"
+                )
+            if name:
+                stages[name] = stage
+            continue
+        if stage is None:
+            continue  # ARG before FROM
+        if kind == "WORKDIR":
+            stage.workdir = _join_container_path(stage.workdir, _substitute(value, stage.env))
+        elif kind == "ENV":
+            stage.env.update(ctx.line_envs)
+        elif kind == "ENTRYPOINT":
+            stage.entrypoint = _exec_or_shell(value)
+        elif kind == "CMD":
+            stage.cmd = _exec_or_shell(value)
+        elif kind in ("COPY", "ADD"):
+            sources, dest, from_stage = _copy_sources_and_dest(value)
+            if from_stage is not None:
+                stage.notes.append(f"{kind} --from={from_stage} skipped (build stage output)")
+                continue
+            if kind == "ADD" and any("://" in s for s in sources):
+                stage.notes.append(f"ADD of a URL skipped: {value}")
+                continue
+            dest_path = _join_container_path(stage.workdir, _substitute(dest, stage.env))
+            if dest.endswith("/") or len(sources) > 1:
+                dest_path += "/"
+            stage.copies.append((sources, dest_path))
+        elif kind == "RUN":
+            stage.notes.append("RUN steps are not executed: the kit's Python environment stands in")
+    if stage is None:
+        raise ImageError(f"{path} has no FROM instruction: it is not a Dockerfile")
+    if not stage.entrypoint and not stage.cmd:
+        raise ImageError(
+            f"{path} sets neither ENTRYPOINT nor CMD in its final stage; the local service "
+            'cannot know what the image runs. Add e.g. ENTRYPOINT ["python", "-m", "trainer.task"].'
+        )
+    return ImagePlan(
+        image_uri=image_uri,
+        context=context,
+        workdir=stage.workdir,
+        env=dict(stage.env),
+        entrypoint=stage.entrypoint,
+        cmd=stage.cmd,
+        copies=list(stage.copies),
+        notes=list(dict.fromkeys(stage.notes)),
+    )
+
+
+def container_argv(plan: ImagePlan, command: list[str] | None, args: list[str] | None) -> list[str]:
+    """Docker's rules: ``command`` replaces ENTRYPOINT (and drops CMD); ``args`` replace CMD."""
+    if command:
+        argv = list(command) + list(args or [])
+    elif plan.entrypoint:
+        shell_form = plan.entrypoint[:2] == ["/bin/sh", "-c"]
+        extra = [] if shell_form else list(args if args else (plan.cmd or []))
+        argv = list(plan.entrypoint) + extra
+    else:
+        argv = list(args) if args else list(plan.cmd or [])
+    from labkit.local.supervisor import with_current_python
+
+    return with_current_python(argv)
+
+
+# ---- the container's file system, as links into the build context ----
+
+
+def _expand_link(path: Path) -> None:
+    """Turn a link to a directory into a real directory of links to its children.
+
+    Needed before anything is written below a linked directory, so that nothing is ever
+    written into the build context through a link.
+    """
+    target = path.resolve()
+    path.unlink()
+    path.mkdir()
+    for child in target.iterdir():
+        (path / child.name).symlink_to(child, target_is_directory=child.is_dir())
+
+
+def _ensure_real_dir(path: Path, root: Path) -> None:
+    """``path`` (under ``root``) as a real directory, expanding linked ancestors."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            if not current.resolve().is_dir():
+                current.unlink()
+                current.mkdir()
+            else:
+                _expand_link(current)
+        elif not current.exists():
+            current.mkdir()
+
+
+def _place(src: Path, dest: Path, root: Path) -> None:
+    """Make ``src`` appear at ``dest``: a file as a link; a directory merged into ``dest``."""
+    _ensure_real_dir(dest.parent, root)
+    if src.is_dir():
+        if not dest.exists() and not dest.is_symlink():
+            dest.symlink_to(src, target_is_directory=True)
+            return
+        if dest.is_symlink() and dest.is_dir():  # an earlier COPY linked a whole folder here
+            _expand_link(dest)
+        elif dest.is_symlink() or dest.is_file():  # a file (or dangling link) is replaced
+            dest.unlink()
+            dest.mkdir()
+        for child in src.iterdir():
+            _place(child, dest / child.name, root)
+        return
+    if dest.is_dir() and not dest.is_symlink():
+        dest = dest / src.name  # a file copied onto an existing folder lands inside it
+    if dest.is_symlink() or dest.is_file():
+        dest.unlink()
+    dest.symlink_to(src)
+
+
+def _container_to_host(path: str, root: Path) -> Path:
+    return root / path.lstrip("/")
+
+
+def build_rootfs(plan: ImagePlan, root: Path) -> Path:
+    """Lay out what COPY/ADD put into the image under ``root``; return the host WORKDIR."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for sources, dest in plan.copies:
+        matched: list[Path] = []
+        for source in sources:
+            found = sorted(glob.glob(str(plan.context / source)))
+            if not found:
+                raise ImageError(
+                    f"COPY source {source!r} does not exist in the build context {plan.context}"
+                )
+            matched += [Path(f).resolve() for f in found]
+        dest_dir = dest.endswith("/")
+        for src in matched:
+            if src.is_dir():
+                _place(src, _container_to_host(dest, root), root)
+            elif dest_dir:
+                _place(src, _container_to_host(dest, root) / src.name, root)
+            else:
+                _place(src, _container_to_host(dest, root), root)
+    workdir = _container_to_host(plan.workdir, root)
+    if not workdir.exists():
+        _ensure_real_dir(workdir, root)
+    return workdir
+
+
+def container_env(plan: ImagePlan, root: Path) -> dict[str, str]:
+    """The image's ENV for a local run: container paths into ``root``, host-only ones dropped."""
+
+    def to_host(value: str) -> str:
+        if value.startswith("/"):
+            first = value.lstrip("/").split("/", 1)[0]
+            if first and (root / first).exists():
+                return str(_container_to_host(value, root))
+        return value
+
+    env = {}
+    for key, value in plan.env.items():
+        if key in HOST_ONLY_ENV:
+            continue
+        if key == "PYTHONPATH":
+            value = os.pathsep.join(to_host(p) for p in value.split(os.pathsep) if p)
+        else:
+            value = to_host(value)
+        env[key] = value
+    return env
+
+
+def host_path_env() -> str:
+    """PATH with this interpreter's folder first, so a shell-form ``python`` is the kit's."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+# ---- the registry of image URIs -> build contexts ----
+
+
+def normalize_image_uri(uri: str) -> str:
+    """``repo/image`` and ``repo/image:latest`` are the same image."""
+    uri = uri.strip()
+    last = uri.rsplit("/", 1)[-1]
+    if "@" not in uri and ":" not in last:
+        uri += ":latest"
+    return uri
+
+
+class ImageRegistry:
+    """Image URI -> build context, kept in ``images.json`` so registrations survive restarts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._images: dict[str, str] = {}
+        if path.is_file():
+            self._images = json.loads(path.read_text())
+
+    def register(self, image_uri: str, context: str | Path) -> None:
+        if not image_uri.strip():
+            raise ImageError("image URI is empty")
+        folder = Path(context).expanduser().resolve()
+        if not folder.is_dir():
+            raise ImageError(f"build context {folder} for {image_uri} is not a folder")
+        with self._lock:
+            self._images[normalize_image_uri(image_uri)] = str(folder)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self._images, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, self.path)
+
+    def images(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._images)
+
+    def resolve(self, image_uri: str) -> ImagePlan:
+        context = self.images().get(normalize_image_uri(image_uri))
+        if context is None:
+            known = ", ".join(sorted(self.images())) or "none"
+            raise ImageError(
+                f"image {image_uri} is not registered with the local Vertex AI service, which "
+                "runs images from their build context (no Docker here). Register it: "
+                f"`python -m labkit emulator register {image_uri}=PATH/TO/BUILD_CONTEXT`, "
+                "or `--image URI=CONTEXT` when starting the service, or "
+                "labkit.local.vertex.register_image(uri, context). Registered images: " + known
+            )
+        return read_dockerfile(image_uri, Path(context))
+
+
+def parse_image_option(text: str) -> tuple[str, str]:
+    """``URI=BUILD_CONTEXT`` from the command line."""
+    uri, sep, context = text.partition("=")
+    if not sep or not uri.strip() or not context.strip():
+        raise ValueError(
+            f"--image expects URI=BUILD_CONTEXT (e.g. us-docker.pkg.dev/p/r/img:tag=./), got {text!r}"
+        )
+    return uri.strip(), context.strip()

@@ -1,0 +1,337 @@
+"""The HTTP side: Vertex AI's v1 REST surface on 127.0.0.1 only, as a Starlette app.
+
+Routes (``P``/``L`` = project/location; every query may carry the SDK's
+``$alt=json;enum-encoding=int``, answers are the v1 camelCase JSON with enum names):
+
+    POST   /v1/projects/P/locations/L/customJobs                    create (validated, then run)
+    GET    /v1/projects/P/locations/L/customJobs                    list (filter, pageSize, pageToken)
+    GET    /v1/projects/P/locations/L/customJobs/ID                 get
+    POST   /v1/projects/P/locations/L/customJobs/ID:cancel          cancel
+    DELETE /v1/projects/P/locations/L/customJobs/ID                 delete -> long-running operation
+    POST   /v1/projects/P/locations/L/trainingPipelines             create (custom task only)
+    GET    /v1/projects/P/locations/L/trainingPipelines             list (filter, pageSize, pageToken)
+    GET    /v1/projects/P/locations/L/trainingPipelines/ID          get (PIPELINE_STATE_*)
+    POST   /v1/projects/P/locations/L/trainingPipelines/ID:cancel   cancel (and its CustomJob)
+    DELETE /v1/projects/P/locations/L/trainingPipelines/ID          delete -> long-running operation
+    GET    /v1/projects/P/locations/L/operations/OP                 the operation the SDK polls
+    GET    /labkit/v1/info                                          pid, port, state dir, images
+    GET    /labkit/v1/images, POST /labkit/v1/images                registered build contexts
+    GET    /labkit/v1/projects/P/locations/L/{customJobs|trainingPipelines}/ID/logs?tail=N
+                                                                    per-replica logs
+    /console/...                                                    the console page, when mounted
+
+Refused: any other method on these paths (PATCH, ...) and any other collection answer 501
+UNIMPLEMENTED / 404 NOT_FOUND in Google's error JSON; a TrainingPipeline with
+``modelToUpload`` (no local model registry), a managed dataset (``inputDataConfig``) or a
+non-custom ``trainingTaskDefinition`` answers 501 UNIMPLEMENTED naming the field (see
+`labkit.local.emulator.service`). A body Vertex would refuse answers 400 INVALID_ARGUMENT with one
+field violation per `labkit.cloud.specs.Problem`.
+
+Every route is a thin wrapper over `labkit.local.emulator.service.Service`; `create_app(service)`
+builds the app (tests and the console can use it in-process), `serve` runs it with uvicorn.
+Starting imports neither TensorFlow nor the SDK (bench/service.py measures the start).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from labkit.cloud import specs
+from labkit.local.emulator import limits
+from labkit.local.emulator.errors import ApiError, FieldViolation, bad_request, invalid_argument
+from labkit.local.emulator.service import HOST, Service
+from labkit.local.emulator.store import KINDS
+
+COLLECTIONS = tuple(KINDS)  # "customJobs", "trainingPipelines"
+
+
+class _ResourceId(Convertor[str]):
+    """A resource id or name segment: no ``/`` and no ``:`` (``ID:cancel`` is a verb)."""
+
+    regex = "[^/:]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("rid", _ResourceId())
+_PARENT = "/projects/{project:rid}/locations/{location:rid}"
+
+
+def _parent(request: Request) -> str:
+    p = request.path_params
+    return f"projects/{p['project']}/locations/{p['location']}"
+
+
+def _name(request: Request, kind: str) -> str:
+    return f"{_parent(request)}/{kind}/{request.path_params['rid']}"
+
+
+def spec_error_to_api(err: specs.SpecError) -> ApiError:
+    """Vertex's 400 INVALID_ARGUMENT: one field violation per problem, with its fix."""
+    return invalid_argument(
+        [FieldViolation(p.field, f"{p.message} Fix: {p.fix}") for p in err.problems]
+    )
+
+
+def _json(payload: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(payload, status_code=status, media_type="application/json; charset=UTF-8")
+
+
+def _error_response(err: ApiError) -> JSONResponse:
+    return _json(err.to_json(), err.http_status)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The JSON object of a request, at most `limits.MAX_BODY_BYTES` (read no further)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise bad_request(f"Invalid Content-Length header {declared!r}: expected a byte count.")
+        if int(declared) > limits.MAX_BODY_BYTES:
+            raise bad_request(limits.payload_too_large(int(declared)))
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limits.MAX_BODY_BYTES:
+                raise bad_request(limits.payload_too_large())
+            chunks.append(chunk)
+    except ClientDisconnect as err:
+        raise bad_request("The request body ended before its Content-Length.") from err
+    raw = b"".join(chunks)
+    try:
+        body = json.loads(raw or b"{}")
+    except json.JSONDecodeError as err:
+        raise bad_request(f"Invalid JSON payload received: {err}") from err
+    if not isinstance(body, dict):
+        raise bad_request("Invalid JSON payload received: expected an object.")
+    return body
+
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """Answer the handler's value as JSON; every error in Google's error JSON."""
+
+    async def endpoint(request: Request) -> JSONResponse:
+        try:
+            return _json(await handler(request))
+        except specs.SpecError as err:
+            return _error_response(spec_error_to_api(err))
+        except ApiError as err:
+            return _error_response(err)
+        except Exception as err:  # a bug must still answer, or the SDK waits for its timeout
+            return _error_response(ApiError(500, "INTERNAL", f"local service error: {err!r}"))
+
+    return endpoint
+
+
+def _routes(service: Service) -> list[BaseRoute]:
+    creators = {
+        "customJobs": service.create_custom_job,
+        "trainingPipelines": service.create_training_pipeline,
+    }
+    routes: list[BaseRoute] = []
+    for kind in COLLECTIONS:
+
+        async def create(request: Request, kind: str = kind) -> Any:
+            body = await _body(request)
+            return await run_in_threadpool(creators[kind], _parent(request), body)
+
+        async def list_(request: Request, kind: str = kind) -> Any:
+            q = request.query_params
+            return await run_in_threadpool(
+                service.list,
+                kind,
+                _parent(request),
+                q.get("filter"),
+                q.get("pageSize"),
+                q.get("pageToken"),
+            )
+
+        async def get(request: Request, kind: str = kind) -> Any:
+            return await run_in_threadpool(service.get, _name(request, kind))
+
+        async def cancel(request: Request, kind: str = kind) -> Any:
+            return await run_in_threadpool(service.cancel, _name(request, kind))
+
+        async def delete(request: Request, kind: str = kind) -> Any:
+            return await run_in_threadpool(service.delete, _name(request, kind))
+
+        async def logs(request: Request, kind: str = kind) -> Any:
+            tail = request.query_params.get("tail")
+            if tail and not (tail.isdigit() and int(tail) > 0):
+                raise bad_request(
+                    f"tail={tail!r}: expected a positive number of lines, e.g. tail=50"
+                )
+            return await run_in_threadpool(
+                service.logs, _name(request, kind), int(tail) if tail else None
+            )
+
+        base = f"/v1{_PARENT}/{kind}"
+        routes += [
+            Route(base, _endpoint(create), methods=["POST"]),
+            Route(base, _endpoint(list_), methods=["GET"]),
+            Route(base + "/{rid:rid}:cancel", _endpoint(cancel), methods=["POST"]),
+            Route(base + "/{rid:rid}", _endpoint(get), methods=["GET"]),
+            Route(base + "/{rid:rid}", _endpoint(delete), methods=["DELETE"]),
+            Route(f"/labkit/v1{_PARENT}/{kind}/{{rid:rid}}/logs", _endpoint(logs), methods=["GET"]),
+        ]
+
+    async def operation(request: Request) -> Any:
+        name = f"{_parent(request)}/operations/{request.path_params['rid']}"
+        return await run_in_threadpool(service.get_operation, name)
+
+    async def info(request: Request) -> Any:
+        return service.info()
+
+    async def images(request: Request) -> Any:
+        return service.images()
+
+    async def register(request: Request) -> Any:
+        body = await _body(request)
+        uri, context = body.get("imageUri"), body.get("buildContext")
+        return {"images": await run_in_threadpool(service.register_image, uri, context)}
+
+    routes += [
+        Route(f"/v1{_PARENT}/operations/{{rid:rid}}", _endpoint(operation), methods=["GET"]),
+        Route("/labkit/v1/info", _endpoint(info), methods=["GET"]),
+        Route("/labkit/v1/images", _endpoint(images), methods=["GET"]),
+        Route("/labkit/v1/images", _endpoint(register), methods=["POST"]),
+    ]
+    return routes
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own 404/405 in Google's error JSON (405: a method this service lacks)."""
+    status = getattr(exc, "status_code", 500)
+    if status == 405:
+        return _error_response(
+            ApiError(
+                501,
+                "UNIMPLEMENTED",
+                f"{request.method} {request.url.path} is not implemented: the local Vertex AI "
+                "service serves create, get, list, cancel and delete of customJobs and "
+                "trainingPipelines, and their operations.",
+            )
+        )
+    if status == 404:
+        return _error_response(
+            ApiError(404, "NOT_FOUND", f"Resource {request.url.path} not found.")
+        )
+    return _error_response(ApiError(status, "UNKNOWN", str(exc)))
+
+
+def create_app(service: Service) -> Starlette:
+    """The Starlette app serving ``service``: the REST routes, and the console at /console."""
+    app = Starlette(routes=_routes(service), exception_handlers={HTTPException: _http_error})
+    app.state.service = service
+
+    # ---- console mount point (issue 16): the local console page (labkit.local.console), built on
+    # its first request so that starting the service does not import Jinja2 and the views
+    def console() -> Any:
+        from labkit.local.console import create_app as create_console_app
+
+        return create_console_app(service)
+
+    app.mount("/console", _BuiltOnFirstRequest(console))
+    # ---- end of console mount point
+    return app
+
+
+class _BuiltOnFirstRequest:
+    """An ASGI app made by ``build()`` when its first request comes (once, under a lock).
+
+    Why: bench/service.py measures start-to-first-response; the console's imports (Jinja2,
+    its views and form) are ~40 ms that a REST-only start does not need.
+    """
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._app: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def app(self) -> Any:
+        """The built app (built now if no request has come yet)."""
+        if self._app is None:
+            with self._lock:
+                if self._app is None:
+                    self._app = self._build()
+        return self._app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def bind(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:port (0 = any free port); OSError when taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(service: Service, sock: socket.socket, quiet: bool = False) -> None:
+    """Serve on ``sock`` until SIGTERM/SIGINT, then stop every job before returning."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self):  # type: ignore[override]
+            # uvicorn re-raises a captured SIGTERM after serving, which would end the process
+            # before `service.shutdown()` stops the replicas; here a signal only stops serving.
+            import signal
+
+            def stop(signum: int, frame: object) -> None:
+                self.should_exit = True
+
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(
+        create_app(service),
+        log_level="warning" if quiet else "info",
+        access_log=not quiet,
+        lifespan="off",
+        # plain asyncio + h11, no websockets: nothing to probe for at start
+        loop="asyncio",
+        http="h11",
+        ws="none",
+        timeout_graceful_shutdown=2,
+    )
+    try:
+        _Server(config).run(sockets=[sock])
+    finally:
+        service.shutdown()
+        sock.close()
+        print("[emulator] every job stopped", file=sys.stderr, flush=True)
