@@ -22,7 +22,7 @@ from typing import Any
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY
 from labkit.cloud import paths
 from labkit.cloud.tflogs import import_tensorflow_quietly
-from trainer.config import find_placeholder
+from trainer.config import codelab_knobs, find_placeholder
 
 MODES = ("local", "cloud")
 LOCAL_PROJECT = "local-project"
@@ -32,20 +32,13 @@ _PROJECT_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 # Size knobs per mode: the codelab's values in the cloud, small ones on a laptop or CI.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    # The codelab's own values, from the trainer's one list of options (TrainConfig).
     "cloud": {
-        "image_size": 300,
-        "batch_size": 64,
-        "epochs": 2,
-        "steps_per_epoch": None,
-        "weights": "imagenet",
-        "learning_rate": 1e-4,
-        "bn_momentum": None,
+        **codelab_knobs(),
         "workers": 2,
         "machine_type": "n1-standard-4",
         "accelerator_type": None,
         "accelerator_count": 0,
-        "data": "tfds:cassava",
-        "data_dir": None,
     },
     "local": {
         "image_size": 32,
