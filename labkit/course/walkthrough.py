@@ -27,7 +27,8 @@ from typing import Any
 
 from labkit import i18n
 from labkit.cloud.settings import Settings
-from labkit.local.console.form import CreateForm, default_form
+from labkit.local.console.client import lab_form
+from labkit.local.console.form import CreateForm
 
 CONSOLE = "https://console.cloud.google.com"
 MODEL_NAME = "multiworker-cassava"
@@ -50,15 +51,7 @@ def cloud_form(
     """The codelab's job as the console form for this learner: pool 0 = the chief, pool 1 =
     ``workers - 1`` workers, the same GPUs on every machine, the output folder in the lab's
     bucket named after the run (unique per lab run)."""
-    form = default_form(
-        image_uri=settings.image_uri,
-        bucket_uri=settings.bucket_uri,
-        region=settings.region,
-        labels=settings.labels,
-        args=args,
-        machine_type=machine_type,
-    )
-    form.model_name = MODEL_NAME
+    form = lab_form(settings, args, model_name=MODEL_NAME, machine_type=machine_type)
     form.output_dir = f"{settings.bucket_uri}/console/{MODEL_NAME}-{settings.run_id}"
     for i, pool in enumerate(form.pools[:2]):
         pool.accelerator_type = accelerator_type or ""

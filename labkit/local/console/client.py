@@ -70,17 +70,22 @@ def page_url(settings: Settings, name: str | None = None, lang: str | None = Non
 
 
 def lab_form(
-    settings: Settings, args: Sequence[str], *, model_name: str = "multiworker-cassava-console"
+    settings: Settings,
+    args: Sequence[str],
+    *,
+    model_name: str = "multiworker-cassava-console",
+    machine_type: str | None = None,
 ) -> CreateForm:
     """The codelab's console job for this lab: pool 0 = chief, pool 1 = one worker, both the
-    mode's machine without GPUs, the kit's image, an output folder in the lab's bucket, the
-    kit's labels and the given trainer arguments."""
+    mode's machine (or ``machine_type``) without GPUs, the kit's image, an output folder in
+    the lab's bucket, the kit's labels and the given trainer arguments."""
     form = default_form(
         image_uri=settings.image_uri,
         bucket_uri=settings.bucket_uri,
         region=settings.region,
         labels=settings.labels,
         args=args,
+        **({"machine_type": machine_type} if machine_type else {}),
     )
     form.model_name = model_name
     return form
