@@ -20,6 +20,7 @@ from labkit.course.lab import (
     is_reference_cell,
     strip_notebook,
 )
+from labkit.course.nbcheck import h2_headings
 
 PATHS = [NOTEBOOK_DIR / f"{name}.ipynb" for name in NOTEBOOKS]
 SHAPE = ("What you will learn", "Time and cost", "Before you begin")
@@ -35,16 +36,6 @@ def load(path):
 
 def code_cells(nb):
     return [cell for cell in nb.cells if cell.cell_type == "code"]
-
-
-def h2_headings(nb) -> list[str]:
-    return [
-        line[3:].strip()
-        for cell in nb.cells
-        if cell.cell_type == "markdown"
-        for line in cell.source.splitlines()
-        if line.startswith("## ")
-    ]
 
 
 @pytest.fixture(params=PATHS, ids=[p.stem for p in PATHS])

@@ -34,7 +34,8 @@ SECTIONS = (
 REQUIRED_PARAMETERS = ("MODE", "PROJECT_ID", "REGION", "BUCKET")
 
 
-def _headings(nb: nbformat.NotebookNode) -> list[str]:
+def h2_headings(nb: nbformat.NotebookNode) -> list[str]:
+    """The notebook's section headings (``## ...`` lines of its markdown cells), in order."""
     return [
         line[3:].strip()
         for cell in nb.cells
@@ -80,7 +81,7 @@ def parameter_problems(nb: nbformat.NotebookNode, name: str) -> list[str]:
 
 def section_problems(nb: nbformat.NotebookNode, name: str) -> list[str]:
     """The template's sections, in order."""
-    headings = _headings(nb)
+    headings = h2_headings(nb)
     found = [s for s in headings if s in SECTIONS]
     if found != list(SECTIONS):
         missing = [s for s in SECTIONS if s not in headings]
