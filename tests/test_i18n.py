@@ -457,6 +457,83 @@ def test_kit_output_is_chinese_in_zh_cn_and_english_by_default(monkeypatch, tmp_
         assert not leftovers, f"{name}: English words {leftovers} in {chinese[name]}"
 
 
+def _status_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The status lines the notebooks print through the kit (00's run, devices, the lab
+    summary, the cleanup list), in the active edition."""
+    import contextlib
+    import io
+
+    from labkit.cloud import cleanup
+    from labkit.cloud.settings import Settings
+    from labkit.course import lab, readiness
+
+    def printed(call) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            call()
+        return out.getvalue()
+
+    settings = Settings(mode="local", project_id="p")
+    run = lab.LabRun(
+        tmp_path,
+        [lab.NotebookRun("00_environment_setup", "ok", 1.0), lab.NotebookRun("01", "skipped")],
+    )
+    item = cleanup.Item("local folder", "/tmp/x", "1 MB", "remove", lambda: None)
+    return {
+        "readiness.show_run": printed(lambda: readiness.show_run(settings, "auto", tmp_path)),
+        "readiness.show_devices": printed(readiness.show_devices),
+        "lab.format_summary": lab.format_summary(run),
+        "cleanup.Item.line": item.line(),
+    }
+
+
+def test_notebook_status_lines_follow_the_edition(tmp_path, monkeypatch):
+    monkeypatch.delenv(i18n.ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    english = _status_lines(tmp_path, monkeypatch)
+    assert english["readiness.show_run"].startswith("mode: local (MODE='auto')")
+    assert english["lab.format_summary"].splitlines()[0] == (
+        "notebook                   status    wall time"
+    )
+    assert english["cleanup.Item.line"].startswith("local folder     /tmp/x  [1 MB] -> remove")
+    for name, text in english.items():
+        assert not CHINESE.search(text), f"{name} (English edition): {text}"
+    with i18n.using("zh-CN"):
+        chinese = _status_lines(tmp_path, monkeypatch)
+    for name, text in chinese.items():
+        assert CHINESE.search(text) and text != english[name], f"{name} (zh-CN): {text}"
+    table = chinese["lab.format_summary"].splitlines()[:4]
+    # the status column starts at one display column in every row, whatever the language
+    starts = {
+        i18n.display_width(row[: row.index(cell)])
+        for row, cell in zip(table, ("状态", "通过", "已跳过", "失败"), strict=True)
+    }
+    assert len(starts) == 1, table
+    assert i18n.display_width(chinese["cleanup.Item.line"].split(" /tmp/x")[0]) == 16
+
+
+def test_messages_in_notebook_code_cells_are_translated():
+    """Lines a notebook's own cell prints go through ``_("...")`` (code cells are the same in
+    both editions); each literal needs its zh-CN entry, like the kit's own messages."""
+    po = {e.msgid: e.msgstr for e in polib.pofile(str(CATALOG)) if "fuzzy" not in e.flags}
+    missing = {}
+    for path in sorted(notebooks.EN_DIR.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            for node in ast.walk(ast.parse(cell.source)):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id in ("_", "gettext")
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and not po.get(node.args[0].value)
+                ):
+                    missing[node.args[0].value] = f"{path.name} cell {cell.id}"
+    assert not missing, f"add these to {CATALOG}: {missing}"
+
+
 def test_english_cost_table_keeps_its_layout():
     """Notebook 04's nbval reference pins this layout (fixed column widths)."""
     lines = _cost_text().splitlines()

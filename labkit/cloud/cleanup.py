@@ -40,6 +40,7 @@ from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY
 from labkit.cloud import images, paths, storage
 from labkit.cloud.settings import Settings, load_settings, on_workbench
 from labkit.i18n import gettext
+from labkit.i18n.tables import pad
 
 JOB_FILTER = f'labels.{KIT_LABEL_KEY}="{KIT_LABEL_VALUE}"'
 ACTIVE_JOB_STATES = {
@@ -69,7 +70,10 @@ class Item:
     run: Callable[[], Any] = dataclasses.field(repr=False, compare=False)
 
     def line(self) -> str:
-        return f"{self.kind:<16} {self.name}  [{self.detail}] -> {self.action}"
+        """``kind  name  [detail] -> action``, the kind padded by display width (a zh-CN kind
+        such as 本地文件夹 is two columns a character) and kind and action in the edition."""
+        kind = pad(gettext(self.kind), 16)
+        return f"{kind} {self.name}  [{self.detail}] -> {gettext(self.action)}"
 
 
 @dataclasses.dataclass
@@ -97,7 +101,7 @@ class CleanupPlan:
                 )
             ]
             lines += [f"  {i:>2}. {item.line()}" for i, item in enumerate(self.items, 1)]
-        lines += [f"  note: {note}" for note in self.notes]
+        lines += [gettext("  note: {note}").format(note=note) for note in self.notes]
         return "\n".join(lines)
 
     def release(self) -> None:
@@ -592,10 +596,12 @@ def execute(plan: CleanupPlan, *, out: Callable[[str], Any] = print) -> list[str
     for i, item in enumerate(plan.items, 1):
         try:
             item.run()
-            out(f"  {i:>2}. {gettext('done')}: {item.action}: {item.kind} {item.name}")
+            done, action, kind = gettext("done"), gettext(item.action), gettext(item.kind)
+            out(f"  {i:>2}. {done}: {action}: {kind} {item.name}")
         except Exception as err:
             plan.errors.append(f"{item.kind} {item.name}: {type(err).__name__}: {err}")
-            out(f"  {i:>2}. FAILED: {item.kind} {item.name}: {err}")
+            failed = gettext("FAILED")
+            out(f"  {i:>2}. {failed}: {gettext(item.kind)} {item.name}: {err}")
     plan.release()  # a service started only for listing is stopped either way
     return plan.errors
 

@@ -392,26 +392,55 @@ def write_report(run: LabRun, parameters: Mapping[str, Any]) -> Path:
 
 
 def format_summary(run: LabRun) -> str:
-    """Per-notebook status and wall time, then where the run's outputs are."""
-    lines = [f"{'notebook':<26} {'status':<8} {'wall time':>10}"]
+    """Per-notebook status and wall time, then where the run's outputs are (in the edition)."""
+    from labkit.i18n import gettext as tr
+    from labkit.i18n import text_table
+
+    rows: list[list[str]] = []
+    errors: dict[int, str] = {}
     for nb in run.notebooks:
         wall = f"{nb.wall_s:.1f} s" if nb.status != "skipped" else "-"
-        lines.append(f"{nb.name:<26} {nb.status:<8} {wall:>10}")
+        rows.append([nb.name, tr(nb.status), wall])
         if nb.error:
-            lines.append(f"    {nb.error}")
+            errors[len(rows)] = f"    {nb.error}"
     total = sum(nb.wall_s for nb in run.notebooks)
-    lines.append(f"{'total':<26} {'ok' if run.ok else 'FAILED':<8} {total:.1f} s".rstrip())
-    lines.append(f"run folder: {run.run_dir} (executed notebooks and their HTML)")
+    rows.append([tr("total"), tr("ok") if run.ok else tr("FAILED"), f"{total:.1f} s"])
+    table = text_table(
+        [tr("notebook"), tr("status"), tr("wall time")],
+        rows,
+        "<<>",
+        sep=" ",
+        min_widths=(26, 8, 10),
+    ).splitlines()
+    lines = [table[0]]
+    for i, line in enumerate(table[1:], 1):
+        lines.append(line)
+        if i in errors:
+            lines.append(errors[i])
+    lines.append(
+        tr("run folder: {run_dir} (executed notebooks and their HTML)").format(run_dir=run.run_dir)
+    )
     if (run.run_dir / REPORT_FILE).is_file():
-        lines.append(f"report: {run.run_dir / REPORT_FILE} (a one-page summary, links to each)")
+        lines.append(
+            tr("report: {report} (a one-page summary, links to each)").format(
+                report=run.run_dir / REPORT_FILE
+            )
+        )
     results = run.results
-    for key, what in (("mwms", "multi-worker run, notebook 03"), ("baseline", "notebook 02")):
+    for key, what in (
+        ("mwms", tr("multi-worker run, notebook 03")),
+        ("baseline", tr("notebook 02")),
+    ):
         if key in results:
-            lines.append(f"model ({what}): {results[key]['model_dir']}")
-            lines.append(f"metrics: {results[key]['metrics_file']}")
+            lines.append(
+                tr("model ({what}): {model_dir}").format(
+                    what=what, model_dir=results[key]["model_dir"]
+                )
+            )
+            lines.append(tr("metrics: {path}").format(path=results[key]["metrics_file"]))
             break
     if results:
-        lines.append(f"results: {run.run_dir / RESULTS_FILE}")
+        lines.append(tr("results: {path}").format(path=run.run_dir / RESULTS_FILE))
     return "\n".join(lines)
 
 

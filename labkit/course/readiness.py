@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from labkit.cloud import cleanup, paths, setup_checks, storage
-from labkit.cloud.settings import Settings
+from labkit.cloud.settings import Settings, on_workbench
 from labkit.course import pins
 from labkit.course.results import record
+from labkit.i18n import gettext
 from labkit.local.emulator import control
 
 SHOWN_PACKAGES = (
@@ -30,6 +31,28 @@ SHOWN_PACKAGES = (
     "google-cloud-storage",
 )
 SUPPORTED_PYTHON = ((3, 10), (3, 13))  # pyproject.toml's requires-python: >=3.10,<3.13
+
+
+def show_run(settings: Settings, mode_parameter: str, run_dir: str | Path) -> None:
+    """Notebook 00's first lines: which mode the settings resolved to (``MODE="auto"`` may
+    become either) and where this run's results go, in the edition's words."""
+    print(
+        gettext("mode: {mode} (MODE={parameter!r})").format(
+            mode=settings.mode, parameter=mode_parameter
+        )
+    )
+    print(gettext("results of this run: {run_dir}").format(run_dir=run_dir))
+
+
+def show_devices() -> None:
+    """What TensorFlow will train on here, and whether this is a Workbench instance: a
+    learner on a CPU-only machine should know why notebook 02 is slow before it starts."""
+    import tensorflow as tf  # lazy: see _dataset_ready
+
+    gpus = tf.config.list_physical_devices("GPU")
+    print(gettext("devices:"), [device.name for device in tf.config.list_physical_devices()])
+    print(gettext("GPUs:"), len(gpus), "" if gpus else gettext("(TensorFlow trains on the CPU)"))
+    print(gettext("Vertex AI Workbench instance:"), gettext("yes" if on_workbench() else "no"))
 
 
 def package_versions(packages: Iterable[str] = SHOWN_PACKAGES) -> list[dict[str, Any]]:
@@ -126,10 +149,12 @@ def _dataset_ready(knobs: Mapping[str, Any]) -> tuple[bool, str]:
     name = source.removeprefix("tfds:")
     builder = tfds.builder(name, data_dir=knobs.get("data_dir"))
     if builder.is_prepared():
-        return True, f"tfds {name} in {builder.data_dir}"
-    return knobs.get("data_dir") is None, (
-        f"tfds {name} is not prepared in {builder.data_dir}: the first tfds.load downloads it"
-    )
+        return True, gettext("tfds {name} in {data_dir}").format(
+            name=name, data_dir=builder.data_dir
+        )
+    return knobs.get("data_dir") is None, gettext(
+        "tfds {name} is not prepared in {data_dir}: the first tfds.load downloads it"
+    ).format(name=name, data_dir=builder.data_dir)
 
 
 def _local_service_ready() -> tuple[bool, str]:
