@@ -655,6 +655,8 @@ def test_zh_cn_notebooks_00_and_05_execute_with_papermill(tmp_path, sample_for_j
         assert "学习内容" in executed.cells[1].source
     html = (out / "00_environment_setup.html").read_text(encoding="utf-8")
     assert "<th>设置</th>" in html and "设置已保存" in html  # the kit's tables in Chinese
+    assert "模式：local" in html and "本次运行的结果：" in html  # the notebook's status lines
+    assert "设备：" in html and "本地 Vertex AI 服务：" in html
     cleanup_html = (out / "05_cleanup.html").read_text(encoding="utf-8")
     assert "提醒：Vertex AI Workbench" in cleanup_html
     results = json.loads((out / "results.json").read_text())
