@@ -308,7 +308,9 @@ def _plan_buckets(
             Item(
                 "objects",
                 f"gs://{bucket}/{prefix}",
-                f"{len(blobs)} objects, {_human(size)}; output of a kit job, in a bucket the kit did not create",
+                gettext(
+                    "{n} objects, {size}; output of a kit job, in a bucket the kit did not create"
+                ).format(n=len(blobs), size=_human(size)),
                 "delete these objects only",
                 remove,
             )
@@ -333,15 +335,21 @@ def _plan_buckets(
             Item(
                 "bucket",
                 f"gs://{name}",
-                f"label {KIT_LABEL_KEY}={KIT_LABEL_VALUE}, {RUN_LABEL_KEY}={labels.get(RUN_LABEL_KEY)}; "
-                f"{len(blobs)} objects, {_human(sum(b.size or 0 for b in blobs))}",
+                gettext("label {labels}; {n} objects, {size}").format(
+                    labels=f"{KIT_LABEL_KEY}={KIT_LABEL_VALUE}, "
+                    f"{RUN_LABEL_KEY}={labels.get(RUN_LABEL_KEY)}",
+                    n=len(blobs),
+                    size=_human(sum(b.size or 0 for b in blobs)),
+                ),
                 "delete its objects, then the bucket",
                 lambda n=name: storage.delete_bucket(client, n),
             )
         )
     if foreign:
         plan.notes.append(
-            "left alone, not created by the kit: " + ", ".join(f"gs://{n}" for n in foreign)
+            gettext("left alone, not created by the kit: {buckets}").format(
+                buckets=", ".join(f"gs://{n}" for n in foreign)
+            )
         )
     return object_items, bucket_items, foreign
 
@@ -402,7 +410,10 @@ def _plan_artifact_registry(
                     Item(
                         "image",
                         image,
-                        "the kit's trainer image (Dockerfile LABEL lab=cassava) in a repository the kit did not create",
+                        gettext(
+                            "the kit's trainer image (Dockerfile LABEL lab=cassava) in a "
+                            "repository the kit did not create"
+                        ),
                         "delete with its tags",
                         lambda i=image: images.run_commands(
                             [images.delete_image_command(settings, i)], settings, runner=runner
@@ -428,7 +439,9 @@ def _plan_artifact_registry(
                 Item(
                     "repository",
                     f"{settings.region}/{repo}",
-                    f"label {KIT_LABEL_KEY}={KIT_LABEL_VALUE}; {count} image version(s), deleted with it",
+                    gettext("label {label}; {count} image version(s), deleted with it").format(
+                        label=f"{KIT_LABEL_KEY}={KIT_LABEL_VALUE}", count=count
+                    ),
                     "delete the repository and its images",
                     lambda r=repo: images.run_commands(
                         [images.delete_repository_command(settings, r)], settings, runner=runner
@@ -482,7 +495,7 @@ def _cluster_leftovers_items() -> list[Item]:
             Item(
                 "local processes",
                 f"labkit cluster replicas (pid {', '.join(alive)})",
-                f"recorded in {record}; their launcher is gone",
+                gettext("recorded in {record}; their launcher is gone").format(record=record),
                 "kill them",
                 lambda folder=record.parent: supervisor.kill_recorded(folder),
             )
@@ -508,7 +521,7 @@ def _plan_local(settings: Settings, plan: CleanupPlan, foreign_buckets: list[str
         return items + _plan_local_folders(plan, foreign_buckets)
     status = control.status()
     if status.running:
-        started = " (started by this cleanup to list its jobs)" if plan._after else ""
+        started = gettext(" (started by this cleanup to list its jobs)") if plan._after else ""
         items.append(
             Item(
                 "local service",
@@ -532,7 +545,9 @@ def _plan_local_folders(plan: CleanupPlan, foreign_buckets: list[str]) -> list[I
     if root.exists():
         if foreign_buckets:
             plan.notes.append(
-                f"kept {root}: it holds buckets the kit did not create ({', '.join(foreign_buckets)})"
+                gettext("kept {root}: it holds buckets the kit did not create ({buckets})").format(
+                    root=root, buckets=", ".join(foreign_buckets)
+                )
             )
         else:
             items.append(
@@ -561,7 +576,8 @@ def _folder_item(
             before()
         shutil.rmtree(folder, ignore_errors=True)
 
-    return Item(kind, str(folder), f"{what}, {_human(_folder_size(folder))}", "remove", remove)
+    detail = f"{gettext(what)}, {_human(_folder_size(folder))}"
+    return Item(kind, str(folder), detail, "remove", remove)
 
 
 # --------------------------------------------------------------------------- the whole plan
@@ -596,12 +612,16 @@ def execute(plan: CleanupPlan, *, out: Callable[[str], Any] = print) -> list[str
     for i, item in enumerate(plan.items, 1):
         try:
             item.run()
-            done, action, kind = gettext("done"), gettext(item.action), gettext(item.kind)
-            out(f"  {i:>2}. {done}: {action}: {kind} {item.name}")
+            done = gettext("done: {action}: {kind} {name}").format(
+                action=gettext(item.action), kind=gettext(item.kind), name=item.name
+            )
+            out(f"  {i:>2}. {done}")
         except Exception as err:
             plan.errors.append(f"{item.kind} {item.name}: {type(err).__name__}: {err}")
-            failed = gettext("FAILED")
-            out(f"  {i:>2}. {failed}: {gettext(item.kind)} {item.name}: {err}")
+            failed = gettext("FAILED: {kind} {name}: {error}").format(
+                kind=gettext(item.kind), name=item.name, error=err
+            )
+            out(f"  {i:>2}. {failed}")
     plan.release()  # a service started only for listing is stopped either way
     return plan.errors
 
