@@ -164,7 +164,7 @@ def _local_service_ready() -> tuple[bool, str]:
 
 def _vertex_reachable() -> tuple[bool, str]:
     jobs = cleanup.list_kit_jobs()
-    return True, f"{len(jobs)} custom job(s) of the kit in the project"
+    return True, gettext("{n} custom job(s) of the kit in the project").format(n=len(jobs))
 
 
 def assert_ready(checks: Sequence[Check], settings: Settings, run_dir: str | Path) -> None:
