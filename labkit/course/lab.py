@@ -259,6 +259,8 @@ def run_lab(
     echo: Callable[[str], Any] = print,
 ) -> LabRun:
     """Execute the notebooks in order; stop at the first failure (the rest are skipped)."""
+    from labkit.i18n import gettext as tr
+
     paths_ = list(notebooks or resolve_notebooks())
     run_dir = Path(run_dir) if run_dir else new_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -270,7 +272,10 @@ def run_lab(
             continue
         echo(f"[lab] {path.stem} ...")
         run = execute(path, run_dir, wanted, timeout)
-        echo(f"[lab] {path.stem}: {run.status} in {run.wall_s:.1f} s {run.error}".rstrip())
+        done = tr("{notebook}: {status} in {wall:.1f} s").format(
+            notebook=path.stem, status=tr(run.status), wall=run.wall_s
+        )
+        echo(f"[lab] {done} {run.error}".rstrip())
         runs.append(run)
     result = LabRun(run_dir, runs)
     write_report(result, wanted)
@@ -647,13 +652,14 @@ def main(argv: list[str]) -> int:
         )
         return 2
     from labkit.i18n import ENV_VAR, normalize_language
+    from labkit.i18n import gettext as tr
 
     # the kernels inherit it: the kit's summaries and charts follow the edition being run
     os.environ[ENV_VAR] = normalize_language(args.lang)
     from labkit.course.sample import ensure_sample
 
     sample = ensure_sample()
-    print(f"[lab] sample data: {sample.tfds_data_dir}")
+    print("[lab]", tr("sample data: {path}").format(path=sample.tfds_data_dir))
     run = run_lab(notebooks, args.out, parameters, timeout=args.timeout)
     print(format_summary(run))
     if args.update_references and run.ok:
