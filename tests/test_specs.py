@@ -500,20 +500,6 @@ def test_the_real_sdk_takes_the_built_specs():
     assert dict(job._gca_resource.labels) == settings.labels  # not created yet: read the request
 
 
-def test_trainer_args_from_knobs_skips_none():
-    knobs = {
-        "image_size": 32,
-        "batch_size": 8,
-        "epochs": 2,
-        "steps_per_epoch": None,
-        "weights": "none",
-        "workers": 2,
-    }
-    assert specs.trainer_args_from_knobs(knobs) == [
-        "--image-size", "32", "--batch-size", "8", "--epochs", "2", "--weights", "none",
-    ]  # fmt: skip
-
-
 # --------------------------------------------------------------------------- CLI
 
 

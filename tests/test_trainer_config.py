@@ -192,7 +192,6 @@ def test_every_field_is_a_cli_option_and_the_env_fills_the_directories():
 
 
 def test_knobs_become_args_skipping_none_and_keys_that_are_not_options():
-    from labkit.cloud import specs
     from trainer.config import args_for, codelab_knobs
 
     knobs = {"image_size": 32, "batch_size": 8, "epochs": 2, "steps_per_epoch": None}
@@ -202,7 +201,6 @@ def test_knobs_become_args_skipping_none_and_keys_that_are_not_options():
         "--image-size", "32", "--batch-size", "8", "--epochs", "2",
         "--weights", "none", "--bn-momentum", "0.9",
     ]  # fmt: skip
-    assert specs.trainer_args_from_knobs(knobs) == args  # the old name, an alias
     assert parse_config(args_for(**codelab_knobs()), env={}) == TrainConfig()
     assert args_for(validation=False, freeze_base=True) == ["--no-validation", "--freeze-base"]
     assert args_for(validation=True, freeze_base=False) == []

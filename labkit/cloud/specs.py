@@ -37,7 +37,6 @@ from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE
 from labkit.cloud.settings import Settings, find_placeholder
-from trainer.config import FLAGS, args_for
 
 POOL_ROLES = ("chief", "worker", "parameter server", "evaluator")
 NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
@@ -281,16 +280,6 @@ def build_job(
         staging_bucket=settings.bucket_uri,
         base_output_dir=base_output_dir,
     )
-
-
-# The trainer's options come from `trainer.config.TrainConfig` (one copy): these two names
-# stay as aliases until every caller uses `trainer.config.args_for` / `FLAGS` directly.
-TRAINER_OPTIONS = FLAGS
-
-
-def trainer_args_from_knobs(knobs: Mapping[str, Any]) -> list[str]:
-    """Container args for `python -m trainer.task` from knobs (`trainer.config.args_for`)."""
-    return args_for(**knobs)
 
 
 # --------------------------------------------------------------------------- validating
