@@ -58,7 +58,7 @@ def prelude(solved: bool | None, run_dir: Path) -> str:
     return (
         f"SOLVED = {solved!r}\n"
         "from pathlib import Path\n"
-        "from labkit import views\n"
+        "from labkit.course import views\n"
         "from trainer import data, distribution\n"
         f"run_dir = Path({str(run_dir)!r})\n"
         "knobs = {'data_dir': None}\n"
