@@ -513,8 +513,9 @@ def test_notebook_status_lines_follow_the_edition(tmp_path, monkeypatch):
 
 
 def test_messages_in_notebook_code_cells_are_translated():
-    """Lines a notebook's own cell prints go through ``_("...")`` (code cells are the same in
-    both editions); each literal needs its zh-CN entry, like the kit's own messages."""
+    """Lines a notebook's own cell prints go through ``gettext("...")`` (code cells are the
+    same in both editions; not ``_``, which a throwaway ``_`` in a cell would shadow); each
+    literal needs its zh-CN entry, like the kit's own messages."""
     po = {e.msgid: e.msgstr for e in polib.pofile(str(CATALOG)) if "fuzzy" not in e.flags}
     missing = {}
     for path in sorted(notebooks.EN_DIR.glob("*.ipynb")):
