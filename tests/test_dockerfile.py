@@ -16,14 +16,15 @@ from dockerfile_parse import DockerfileParser
 
 from labkit.cloud import images
 from labkit.cloud.settings import Settings
+from labkit.course.pins import pinned_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_PACKAGES = {"tensorflow", "tf_keras", "tensorflow_datasets", "numpy", "trainer"}
 
 
 def pins() -> dict[str, str]:
-    """name -> version of every ``"name==version"`` pin in pyproject.toml (tomllib is 3.11+)."""
-    return dict(re.findall(r'"([A-Za-z0-9_.-]+)==([^"]+)"', (ROOT / "pyproject.toml").read_text()))
+    """name -> version of the kit's runtime pins, read once by `labkit.course.pins`."""
+    return pinned_versions(ROOT / "pyproject.toml")
 
 
 @pytest.fixture(scope="module")

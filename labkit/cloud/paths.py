@@ -6,8 +6,11 @@ can remove it in one place and git can ignore it in one line.
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +66,12 @@ def local_to_gcs(path: str | Path, root: Path | None = None) -> str | None:
     except ValueError:
         return None
     return "gs://" + rel.as_posix()
+
+
+def write_json_atomic(path: Path, payload: Any, *, sort_keys: bool = False) -> None:
+    """Write JSON so that a reader (or a crash) never sees half a file: a temporary file
+    named for this process and thread, then `os.replace` over the old one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=sort_keys) + "\n")
+    os.replace(tmp, path)

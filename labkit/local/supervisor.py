@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from labkit.cloud.paths import write_json_atomic
+
 if sys.platform.startswith("linux"):
     import ctypes
 
@@ -192,8 +194,6 @@ def record_processes(folder: Path, pids: Mapping[str, int]) -> None:
     start time, atomically (temp file + rename), so `labkit emulator stop`, cleanup or a
     restarted service can kill what a SIGKILLed parent left (`kill_recorded`), and never a
     later process that reused the pid."""
-    import json
-
     import psutil
 
     records = {}
@@ -202,11 +202,7 @@ def record_processes(folder: Path, pids: Mapping[str, int]) -> None:
             records[role] = {"pid": pid, "create_time": psutil.Process(pid).create_time()}
         except psutil.NoSuchProcess:
             continue
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / PROCESS_RECORD
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(records, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(folder / PROCESS_RECORD, records)
 
 
 def kill_recorded(folder: Path) -> list[int]:

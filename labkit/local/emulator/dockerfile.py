@@ -20,6 +20,8 @@ import sys
 import threading
 from pathlib import Path
 
+from labkit.cloud.paths import write_json_atomic
+
 # dockerfile_parse and labkit.local.supervisor are imported where a job's image is resolved, not
 # when the service starts (bench/service.py measures start-to-first-response).
 
@@ -332,9 +334,7 @@ class ImageRegistry:
             raise ImageError(f"build context {folder} for {image_uri} is not a folder")
         with self._lock:
             self._images[normalize_image_uri(image_uri)] = str(folder)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._images, indent=2, sort_keys=True) + "\n")
-            os.replace(tmp, self.path)
+            write_json_atomic(self.path, self._images, sort_keys=True)
 
     def images(self) -> dict[str, str]:
         with self._lock:

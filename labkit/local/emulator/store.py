@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 import shutil
 import threading
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labkit.cloud.paths import write_json_atomic
 from labkit.local.emulator.errors import not_found
 
 TERMINAL_STATES = frozenset(
@@ -56,13 +56,6 @@ def now_rfc3339() -> str:
 def new_numeric_id() -> str:
     """Vertex resource ids are large numbers; time first keeps them in creation order."""
     return f"{time.time_ns() // 1000}{random.randrange(1000):03d}"
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def split_name(name: str) -> tuple[str, str, str]:
