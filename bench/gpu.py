@@ -74,7 +74,7 @@ def forward_flops_per_image(image_size: int) -> tuple[float, str]:
     try:
         forward = tf.function(lambda x: model(x, training=False))
         concrete = forward.get_concrete_function(
-            tf.TensorSpec([1, image_size, image_size, 3], tf.float32)
+            tf.TensorSpec([1, image_size, image_size, 3], tf.uint8)
         )
         graph_def = convert_variables_to_constants_v2(concrete).graph.as_graph_def()
         with tf.Graph().as_default() as graph:
@@ -112,7 +112,10 @@ def train_variant(
         keras.utils.set_random_seed(0)
         model, _ = model_lib.build_model(5, image_size=image_size, weights="none")
         model_lib.compile_model(model, 1e-4, jit_compile=xla)
-        images = tf.random.uniform((batch_size, image_size, image_size, 3))
+        images = tf.random.uniform(  # pixels, as the pipeline hands them over
+            (batch_size, image_size, image_size, 3), maxval=256, dtype=tf.int32
+        )
+        images = tf.cast(images, tf.uint8)
         labels = tf.random.uniform((batch_size,), maxval=5, dtype=tf.int64)
         data = tf.data.Dataset.from_tensors((images, labels)).repeat()
         gpus = tf.config.list_physical_devices("GPU")

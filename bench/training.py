@@ -7,7 +7,8 @@ initial weights since no machine here reaches the ImageNet weights) with `model.
   resized, shuffled, cached and batched while the model trains: on 2 cores the pipeline
   competes with the model for the same CPUs);
 - ``bare``: on the same number of images already decoded and resized, held as in-memory
-  float32 tensors (`model.fit(x, y)`): the model's own speed, with no input work at all.
+  uint8 tensors as the pipeline yields them (`model.fit(x, y)`; the model's first layer
+  scales them on both sides): the model's own speed, with no input work at all.
 They share one process (two instances of the model) and take turns every 2 steps: the
 kit's single `fit` (its pipeline built and iterated once, as in `trainer.train`) runs the
 bare `fit` from its `on_epoch_end`, so load from elsewhere (on a shared 2-core machine,

@@ -10,6 +10,7 @@ import tensorflow as tf
 from fixtures_data import tiny_folder, write_tiny_folder  # noqa: F401
 
 from trainer import data
+from trainer import model as model_lib
 from trainer.config import CASSAVA_CLASSES, ConfigError
 
 
@@ -21,7 +22,7 @@ def test_folder_source_reads_the_cassava_layout(tiny_folder):
 
 
 @pytest.mark.parametrize("replicas", [1, 2, 4])
-def test_batches_are_global_batch_float_images_in_0_1(tiny_folder, replicas):
+def test_batches_are_global_batch_uint8_images_the_model_scales_to_0_1(tiny_folder, replicas):
     split = data.load_split(str(tiny_folder), "train")
     per_replica = 4
     ds = data.make_pipeline(
@@ -29,10 +30,29 @@ def test_batches_are_global_batch_float_images_in_0_1(tiny_folder, replicas):
     )
     images, labels = next(iter(ds))
     assert images.shape == (per_replica * replicas, 32, 32, 3)
-    assert images.dtype == tf.float32 and labels.dtype == tf.int64
-    assert float(tf.reduce_min(images)) >= 0.0 and float(tf.reduce_max(images)) <= 1.0
-    assert float(tf.reduce_max(images)) > 0.5  # scaled, not all dark
+    assert images.dtype == tf.uint8 and labels.dtype == tf.int64  # 1 byte a pixel in flight
+    scaled = model_lib.pixel_scaling()(images)  # the model's first layer
+    assert scaled.dtype == tf.float32
+    assert float(tf.reduce_min(scaled)) >= 0.0 and float(tf.reduce_max(scaled)) <= 1.0
+    assert float(tf.reduce_max(scaled)) > 0.5  # scaled, not all dark
     assert set(labels.numpy()) <= set(range(5))
+
+
+def test_the_model_takes_the_pipelines_uint8_batches_and_scales_them_itself(tiny_folder):
+    split = data.load_split(str(tiny_folder), "validation")
+    images, _labels = next(
+        iter(data.make_pipeline(split, global_batch=6, image_size=32, training=False))
+    )
+    model, _base = model_lib.build_model(5, image_size=32, weights="none", dense_units=8)
+    assert model.input.dtype == tf.uint8
+    first = model.get_layer("scale_pixels")
+    assert float(first(tf.constant([[0, 255]], tf.uint8)).numpy().max()) == pytest.approx(1.0)
+    probabilities = model(images, training=False).numpy()
+    assert probabilities.shape == (6, 5)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    # Pixels, not pre-scaled floats: the same picture divided by 255 is a different (dark) input.
+    scaled_twice = model(tf.cast(images, tf.float32) / 255.0, training=False).numpy()
+    assert not np.allclose(scaled_twice, probabilities)
 
 
 def test_sharding_policy_is_data(tiny_folder):
@@ -53,7 +73,7 @@ def test_colour_survives_decode_resize_and_scaling(tiny_folder):
     split = data.load_split(str(tiny_folder), "validation")
     ds = data.make_pipeline(split, global_batch=15, image_size=16, training=False)
     images, labels = next(iter(ds))
-    red = images.numpy()[labels.numpy() == 0].mean(axis=(0, 1, 2))
+    red = images.numpy()[labels.numpy() == 0].mean(axis=(0, 1, 2)) / 255.0
     assert red[0] > 0.65 and red[2] < 0.35  # class 0 was written red
 
 

@@ -91,9 +91,10 @@ def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
     from trainer import data
 
     size = read_metrics(out / "model")["config"]["image_size"]
-    as_trained = data.scale_images(
-        tf.stack([data.decode_and_resize(tf.constant(p.read_bytes()), size) for p in jpegs])
+    as_trained = tf.stack(
+        [data.decode_and_resize(tf.constant(p.read_bytes()), size) for p in jpegs]
     )
+    assert model.input.dtype == tf.uint8  # pixels in; the first layer scales them
     np.testing.assert_allclose(
         result["probabilities"].numpy(), model(as_trained, training=False).numpy(), atol=1e-5
     )

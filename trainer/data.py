@@ -7,8 +7,9 @@ Differences from the codelab's pipeline, each measured in `bench/`:
   decoded at 1/2, 1/4 or 1/8 scale by libjpeg (never below the target size), which skips
   most of the decoding work at 64x64 or 128x128;
 - cache the resized uint8 images (`--cache`: in memory when they fit a small budget, else
-  in a private temporary file for the training split) and scale to [0, 1] per batch
-  instead of per image;
+  in a private temporary file for the training split) and hand the model uint8 batches:
+  its first layer scales them to [0, 1] (`trainer.model.pixel_scaling`), so a batch in
+  flight is 1 byte a pixel, not float32's 4, and on a GPU the conversion runs there;
 - non-deterministic element order while training; prefetch.
 Sharding is set explicitly to `AutoShardPolicy.DATA` as the codelab teaches: cassava is
 one or a few files, so sharding by file would leave workers without data.
@@ -326,16 +327,6 @@ def decode_and_resize(encoded: tf.Tensor, image_size: int) -> tf.Tensor:
     return resize_uint8(decode_image_uint8(encoded, image_size), image_size)
 
 
-def scale_images(images: tf.Tensor) -> tf.Tensor:
-    """uint8 [0, 255] -> float32 [0, 1] (the codelab's `/ 255.`)."""
-    return tf.cast(images, tf.float32) * (1.0 / 255.0)
-
-
-def scale_batch(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Scale once per batch rather than per image: one op over the batch."""
-    return scale_images(images), labels
-
-
 def cache_bytes(num_examples: int, image_size: int) -> int:
     """Size of the cache: every resized uint8 image of the split."""
     return num_examples * image_size * image_size * 3
@@ -456,7 +447,11 @@ def make_pipeline(
     seed: int | None = None,
     repeat: bool | None = None,
 ) -> tf.data.Dataset:
-    """Batches of (float32 images in [0, 1], int64 labels), sharded by DATA across workers."""
+    """Batches of (uint8 images, int64 labels), sharded by DATA across workers.
+
+    The images stay uint8 [0, 255]: the model's first layer scales them (see the module
+    docstring), so a cached epoch only replays and batches bytes.
+    """
     ds = split.encoded
     buffer = max(1, min(shuffle_buffer, split.num_examples))
     if training:
@@ -474,7 +469,6 @@ def make_pipeline(
     if training if repeat is None else repeat:
         ds = ds.repeat()
     ds = ds.batch(global_batch)
-    ds = ds.map(scale_batch, num_parallel_calls=AUTOTUNE)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.deterministic = not training

@@ -22,13 +22,14 @@ METRICS_FILE = "metrics.json"
 def serving_functions(model: Any, image_size: int, class_names: list[str]) -> dict[str, Any]:
     """Signatures for serving: uint8 images of any size, or encoded JPEG/PNG bytes.
 
-    They decode, resize and scale through `trainer.data`, the functions training uses, so
-    callers send raw pictures and the model sees them as it saw its training images.
+    They decode and resize through `trainer.data`, the functions training uses, and the
+    model scales the uint8 pixels itself, so callers send raw pictures and the model sees
+    them as it saw its training images.
     """
     names = tf.constant(class_names)
 
     def predict(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        x = data.scale_images(data.resize_uint8(images, image_size))
+        x = data.resize_uint8(images, image_size)
         probabilities = tf.cast(model(x, training=False), tf.float32)
         class_id = tf.argmax(probabilities, axis=-1)
         return {

@@ -64,6 +64,17 @@ def set_batchnorm_momentum(model: Any, momentum: float) -> int:
     return len(layers)
 
 
+def pixel_scaling() -> Any:
+    """The model's first layer: uint8 pixels [0, 255] -> [0, 1] (the codelab's `/ 255.`).
+
+    Scaling inside the model rather than in the input pipeline keeps every batch the
+    pipeline buffers, prefetches and (on a GPU) copies to the device at 1 byte a pixel
+    instead of float32's 4; a cached epoch then only replays bytes (bench/README.md). It
+    computes in the layer's dtype policy, so mixed precision scales in float16.
+    """
+    return keras.layers.Rescaling(1.0 / 255.0, name="scale_pixels")
+
+
 def build_model(
     num_classes: int,
     *,
@@ -75,6 +86,10 @@ def build_model(
 ) -> tuple[Any, Any]:
     """The codelab's model: backbone, global average pooling, Dense(1016, relu), softmax.
 
+    It takes uint8 images (what `trainer.data.make_pipeline` yields and the serving
+    signatures decode to) and scales them itself (`pixel_scaling`): a float image already
+    in [0, 1] would be cast to uint8 on the way in, so pass pixels, not scaled values.
+
     Returns (model, backbone) so a fine-tuning phase can unfreeze the backbone later. The
     softmax runs in float32 so mixed precision stays numerically safe.
     """
@@ -82,8 +97,9 @@ def build_model(
     base.trainable = not freeze_base
     if bn_momentum is not None:
         set_batchnorm_momentum(base, bn_momentum)
-    inputs = keras.Input(shape=(image_size, image_size, 3), name="image")
-    x = base(inputs, training=False) if freeze_base else base(inputs)
+    inputs = keras.Input(shape=(image_size, image_size, 3), dtype="uint8", name="image")
+    x = pixel_scaling()(inputs)
+    x = base(x, training=False) if freeze_base else base(x)
     x = keras.layers.GlobalAveragePooling2D(name="avg_pool")(x)
     x = keras.layers.Dense(dense_units, activation="relu", name="dense")(x)
     x = keras.layers.Dense(num_classes, name="logits")(x)
