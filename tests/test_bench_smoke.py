@@ -117,6 +117,26 @@ def test_spreads_are_min_max_over_runs_and_ratios_pair_runs_by_repeat():
     )
 
 
+def test_ceilings_bound_the_ratios_over_the_codelabs_epochs_paired_by_repeat():
+    """The decode ceiling (no first epoch is faster) over the codelab's epoch 1, the replay
+    ceiling (no cached epoch is faster) over its epoch 2: medians, and spreads by repeat."""
+    runs = [
+        {**_pipeline_run("codelab", e1, e2, 4000), "repeat": r}
+        for r, (e1, e2) in enumerate([(400, 390), (300, 300), (420, 410)])
+    ]
+    for r, (decode, replay) in enumerate([(560, 9000), (600, 6000), (630, 8000)]):
+        runs.append({"variant": "decode_ceiling", "repeat": r, "ceiling_images_per_s": decode})
+        runs.append({"variant": "replay_ceiling", "repeat": r, "ceiling_images_per_s": replay})
+    summary = pipeline.summarize(runs)
+    assert summary["decode_ceiling.images_per_s"] == 600
+    assert summary["throughput_ceiling_ratio"] == pytest.approx(600 / 400)
+    assert summary["cached_epoch_ceiling_ratio"] == pytest.approx(8000 / 390)
+    spread = pipeline.spreads(runs)
+    # repeat by repeat: 560/400, 600/300, 630/420
+    assert spread["throughput_ceiling_ratio"] == {"min": 1.4, "max": 2.0, "n": 3}
+    assert spread["replay_ceiling.images_per_s"] == {"min": 6000, "max": 9000, "n": 3}
+
+
 def test_training_and_scaling_ratios_and_targets():
     runs = [
         {"image_size": s, "kit.images_per_s": k, "bare.images_per_s": b, "ratio": k / b}
