@@ -137,15 +137,21 @@ def check_outputs(config: TrainConfig, info: ClusterInfo) -> str:
 
 
 def check_writable(directory: str, what: str, flag: str) -> None:
-    """Fail before training when a folder cannot be written; either way, leave nothing behind.
+    """Fail before training when a folder cannot be written, creating and removing nothing
+    but one uniquely named probe file.
 
-    The folders made for the check are removed again: a run that stops on bad input later
-    has created nothing, and the save and the backups make them when they write.
+    The probe goes into the folder when it exists, else into its nearest existing parent
+    (making a file there takes the same permission as making the missing folders); a bucket
+    path (gs://) needs no folders, so it goes there directly. Workers check the shared
+    checkpoint folder at the same moment: when each made the missing folder and removed it
+    again afterwards, one worker's removal failed the other's probe (seen in bench/scaling).
     """
-    created = _first_missing(directory.rstrip("/"))
-    probe = posixpath.join(directory, f".write-check-{uuid.uuid4().hex[:8]}")
+    remote = "://" in directory
+    where = directory if remote else _nearest_existing(directory)
+    probe = posixpath.join(where, f".write-check-{uuid.uuid4().hex[:8]}")
     try:
-        tf.io.gfile.makedirs(directory)
+        if not remote and not tf.io.gfile.isdir(where):
+            raise NotADirectoryError(f"{where} is a file, not a folder")
         with tf.io.gfile.GFile(probe, "w") as f:
             f.write("ok")
         tf.io.gfile.remove(probe)
@@ -154,20 +160,17 @@ def check_writable(directory: str, what: str, flag: str) -> None:
             f"the {what} {directory!r} cannot be written ({type(err).__name__}: {str(err)[:160]}): "
             f"pass {flag} with a folder or bucket you can write to"
         ) from None
-    finally:
-        if created:
-            remove_dir(created)
 
 
-def _first_missing(path: str) -> str | None:
-    """The outermost folder of ``path`` that does not exist yet (None: it all exists)."""
-    missing = None
-    while path and not tf.io.gfile.exists(path):
-        missing, parent = path, posixpath.dirname(path)
+def _nearest_existing(path: str) -> str:
+    """``path`` itself when it exists, else its nearest existing parent ("." for a relative one)."""
+    path = path.rstrip("/") or "/"
+    while not tf.io.gfile.exists(path):
+        parent = posixpath.dirname(path) or "."
         if parent == path:
             break
         path = parent
-    return missing
+    return path
 
 
 def scale_batch(per_replica_batch_size: int, strategy: Any) -> int:

@@ -101,3 +101,32 @@ def test_the_trainer_stops_before_training_with_one_line(corrupt_tfds, tmp_path,
     assert "Epoch 1/" not in proc.stdout
     assert not out.exists(), list(out.rglob("*"))
     assert time.monotonic() - started < 60  # mostly TensorFlow's import
+
+
+def test_workers_checking_one_missing_folder_at_once_all_pass_and_create_nothing(tmp_path):
+    """Every worker checks the shared checkpoint folder as it starts. When the check made the
+    missing folder and removed it again, one worker's removal failed another's probe (the
+    2-worker bench run hit it); now the check creates nothing but its own probe file."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainer.train import check_writable
+
+    shared = tmp_path / "run" / "checkpoints"
+
+    def check(_: int) -> None:
+        check_writable(str(shared), "checkpoint directory", "--checkpoint-dir")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(check, range(400)))  # raises the first ConfigError, if any
+    assert list(tmp_path.iterdir()) == []  # no folder made, no probe left
+
+
+def test_a_folder_below_a_file_or_an_unwritable_one_fails_naming_the_flag(tmp_path):
+    from trainer.train import check_writable
+
+    (tmp_path / "a-file").write_text("x")
+    for bad in (tmp_path / "a-file" / "model", Path("/proc/cannot-write-here/model")):
+        with pytest.raises(ConfigError, match="cannot be written.*pass --model-dir"):
+            check_writable(str(bad), "model directory", "--model-dir")
+    check_writable(str(tmp_path), "model directory", "--model-dir")  # an existing folder passes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
