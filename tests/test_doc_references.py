@@ -35,7 +35,7 @@ WRITTEN_AT_RUN_TIME = {
     "metrics.json": "trainer.export (the chief's training metrics)",
     "model.keras": "trainer.export (the Keras archive next to the SavedModel)",
     "saved_model.pb": "trainer.export",
-    "latest.json": "python -m bench (bench/results/, git-ignored)",
+    "latest.json": "python -m bench (bench/results/; the committed one is a clean make bench)",
     "quick.json": "python -m bench --quick",
     "gpu.json": "python -m bench.gpu",
     "processes.json": "labkit.local.emulator (the local service's state)",

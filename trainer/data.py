@@ -44,8 +44,8 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 # caches go to a private temporary file, which the OS keeps in its page cache when it has
 # room, outside the process's RSS. The 300x300 uint8 images take 525 MiB for the bench's
 # 2,036 images and 1.4 GiB for the real train split. Measured in bench/ (2 cores, 23 GiB,
-# bench/results/latest.json, medians of 3): for 525 MiB, the memory cache peaked at 0.34x
-# the codelab's RSS (1.64 vs 4.83 GB) and the disk cache at 0.36x (the shuffle after it holds
+# bench/results/latest.json, medians of 3): for 525 MiB, the memory cache peaked at 0.33x
+# the codelab's RSS (1.61 vs 4.94 GB) and the disk cache at 0.34x (the shuffle after it holds
 # 1,000 freshly read images), with a slower first epoch (writing); bench/README.md has why.
 CACHE_MEMORY_SHARE = 8
 CACHE_MEMORY_FLOOR_BYTES = 256 * 2**20
