@@ -297,6 +297,38 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
+def _vertex_shaped_h11_protocol() -> type:
+    """uvicorn's h11 protocol, with the 400 it sends itself in Google's JSON error shape.
+
+    A request uvicorn cannot parse (a Content-Length of `abc` or `-5`, a broken request line)
+    never reaches the app: uvicorn answers a plain-text 400 on its own. The SDK and the
+    console read errors as ``{"error": {...}}``, so this answer uses that shape too.
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class VertexShapedH11Protocol(H11Protocol):
+        def send_400_response(self, msg: str) -> None:
+            message = (
+                f"Malformed HTTP request: {msg.rstrip('.')}. Send a valid request line and headers."
+            )
+            body = json.dumps(bad_request(message).to_json()).encode()
+            headers = [
+                (b"content-type", b"application/json; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
+            self.transport.close()
+
+    return VertexShapedH11Protocol
+
+
 def serve(service: Service, sock: socket.socket, quiet: bool = False) -> None:
     """Serve on ``sock`` until SIGTERM/SIGINT, then stop every job before returning."""
     import uvicorn
@@ -325,7 +357,7 @@ def serve(service: Service, sock: socket.socket, quiet: bool = False) -> None:
         lifespan="off",
         # plain asyncio + h11, no websockets: nothing to probe for at start
         loop="asyncio",
-        http="h11",
+        http=_vertex_shaped_h11_protocol(),
         ws="none",
         timeout_graceful_shutdown=2,
     )
