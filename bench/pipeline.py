@@ -65,7 +65,9 @@ FIGURES = (
     "rss_growth_mb",
     "baseline_rss_mb",
 )
-REPLAY_CEILING = "replay_ceiling"  # a run of `measure_replay_ceiling` per repeat, after the variants
+REPLAY_CEILING = (
+    "replay_ceiling"  # a run of `measure_replay_ceiling` per repeat, after the variants
+)
 DECODE_CEILING = "decode_ceiling"  # a run of `measure_decode_ceiling` per repeat, likewise
 
 # Issue 21's targets (issue 6's with a margin), kit / codelab, judged on medians.
