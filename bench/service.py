@@ -73,9 +73,16 @@ def time_one_start(timeout_s: float = 30.0, tree: Path = REPO_ROOT) -> float:
             if port is None:
                 raise RuntimeError(f"the service printed no port (exit {proc.wait()})")
             url = f"http://127.0.0.1:{port}/labkit/v1/info"
+            # the session token, written before the service prints its port (a tree from
+            # before the guard has none and needs none)
+            token = Path(state, "token")
+            headers = (
+                {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
+            )
             while time.perf_counter() - started < timeout_s:
                 try:
-                    with urllib.request.urlopen(url, timeout=2) as answer:
+                    request = urllib.request.Request(url, headers=headers)
+                    with urllib.request.urlopen(request, timeout=2) as answer:
                         if answer.status == 200:
                             return time.perf_counter() - started
                 except (urllib.error.URLError, ConnectionError):

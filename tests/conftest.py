@@ -153,6 +153,17 @@ class LocalVertex:
     def gcs_root(self):
         return self.state_dir / "gcs"
 
+    @property
+    def token(self) -> str:
+        """The session token the running service made (its state folder's ``token``)."""
+        from labkit.local.guard import read_token
+
+        return read_token(self.state_dir)
+
+    def auth(self) -> dict[str, str]:
+        """The header every request to the service needs."""
+        return {"Authorization": f"Bearer {self.token}"}
+
     def start(self):
         from labkit.local.vertex import ensure_local_service, init_vertex
 
@@ -169,6 +180,24 @@ class LocalVertex:
         pid = control.status(self.state_dir).pid
         control.stop(self.state_dir)
         return [pid] if pid else []
+
+
+IN_PROCESS_PORT = 8765
+IN_PROCESS_TOKEN = "in-process-test-token"
+
+
+def in_process_client(service, **kwargs):
+    """A Starlette TestClient on ``create_app(service, guard)``, addressed and signed as the
+    kit's clients are (127.0.0.1:PORT, the bearer token); ``headers`` replace the token."""
+    from starlette.testclient import TestClient
+
+    from labkit.local.emulator.server import create_app, service_guard
+
+    app = create_app(service, service_guard(IN_PROCESS_TOKEN, IN_PROCESS_PORT))
+    headers = kwargs.pop("headers", {"Authorization": f"Bearer {IN_PROCESS_TOKEN}"})
+    return TestClient(
+        app, base_url=f"http://127.0.0.1:{IN_PROCESS_PORT}", headers=headers, **kwargs
+    )
 
 
 @pytest.fixture

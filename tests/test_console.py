@@ -13,7 +13,6 @@ import urllib.request
 
 import pytest
 from conftest import DEMO_IMAGE_URI
-from starlette.testclient import TestClient
 
 from labkit.cloud import specs
 from labkit.cloud.settings import Settings
@@ -114,22 +113,38 @@ def test_tf_config_and_timeline_come_from_the_logs():
     ]
 
 
+def signed_in_get(url: str, settings: Settings | None = None) -> str:
+    """A console page as a browser gets it: through the sign-in link (``url`` itself when it
+    is one), its cookie kept in a jar and sent on the redirect to the page."""
+    import http.cookiejar
+
+    if "/console/session?" not in url:
+        url = client.signed_in_url(settings, url)
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    with opener.open(url, timeout=10) as answer:
+        return answer.read().decode()
+
+
 # ---- the pages, in-process ----
 
 
 @pytest.fixture
 def console(tmp_path):
+    from conftest import in_process_client
+
     from labkit.cloud.paths import REPO_ROOT
-    from labkit.local.emulator.server import create_app
     from labkit.local.emulator.service import Service
 
     service = Service(tmp_path / "state", tmp_path / "gcs", 0)
     service.register_image(SETTINGS.image_uri, str(REPO_ROOT))  # the API takes strings
-    app = create_app(service)
+    test_client = in_process_client(service)
     # the page reads the lab's saved settings; here the test's own
+    app = test_client.app.app  # the Starlette app behind the guard
     mount = next(r for r in app.routes if getattr(r, "path", "") == "/console")
     mount.app.app.state.console._settings = SETTINGS  # the console app, built now
-    yield TestClient(app)
+    yield test_client
     service.shutdown()
 
 
@@ -258,11 +273,9 @@ def test_form_handler_starts_a_two_pool_pipeline_with_labels(local_vertex):
     done = wait_state(settings, name, {"PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED"})
     assert done["state"] == "PIPELINE_STATE_SUCCEEDED", done.get("error")
     assert done["labels"]["lab"] == "cassava"
-    page = html.unescape(
-        urllib.request.urlopen(client.page_url(settings, name), timeout=10).read().decode()
-    )
+    page = html.unescape(signed_in_get(client.page_url(settings, name), settings))
     assert "TF_CONFIG" in page and '"type": "worker"' in page and "chief-0" in page
-    listing = urllib.request.urlopen(client.page_url(settings), timeout=10).read().decode()
+    listing = signed_in_get(client.page_url(settings), settings)
     assert "console-handler-test" in listing and "PIPELINE_STATE_SUCCEEDED" in listing
 
 
@@ -354,8 +367,10 @@ def test_labkit_console_starts_the_service_and_prints_the_page(tmp_path, assert_
         )
         assert ran.returncode == 0, ran.stderr
         url = next(w for w in ran.stdout.split() if w.startswith("http://127.0.0.1:"))
-        assert url.endswith("/console/training?hl=zh-CN")
-        page = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert "/console/session?token=" in url and url.endswith(
+            "next=%2Fconsole%2Ftraining%3Fhl%3Dzh-CN"
+        )
+        page = signed_in_get(url)
         assert "训练流水线" in page and "自定义作业" in page
     finally:
         pid = control.status(tmp_path / "vertex").pid

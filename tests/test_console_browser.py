@@ -34,7 +34,10 @@ def page(local_vertex):
 
 
 def console_url(local_vertex, path: str = "/training") -> str:
-    return f"{client.base_url(local_vertex.settings)}{path}"
+    """A console page behind the sign-in link, as `labkit console` opens it."""
+    return client.signed_in_url(
+        local_vertex.settings, f"{client.base_url(local_vertex.settings)}{path}"
+    )
 
 
 def wait_for_state(page, states: set[str], timeout: float = 60) -> str:

@@ -64,7 +64,7 @@ def http(local_vertex, method: str, path: str, body: dict | None = None) -> tupl
     request = urllib.request.Request(
         f"http://127.0.0.1:{local_vertex.port}{path}",
         data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **local_vertex.auth()},
         method=method,
     )
     try:

@@ -223,9 +223,10 @@ def test_service_module_starts_without_tensorflow_or_the_sdk(tmp_path):
 
     code = (
         "import sys; from pathlib import Path\n"
-        "from labkit.local.emulator.server import create_app\n"
+        "from labkit.local.emulator.server import create_app, service_guard\n"
         "from labkit.local.emulator.service import Service\n"
-        f"create_app(Service(Path({str(tmp_path)!r}), Path({str(tmp_path / 'gcs')!r}), 0))\n"
+        f"service = Service(Path({str(tmp_path)!r}), Path({str(tmp_path / 'gcs')!r}), 0)\n"
+        "create_app(service, service_guard('t', 0))\n"
         "heavy = [m for m in ('tensorflow', 'google.cloud.aiplatform', 'keras') if m in sys.modules]\n"
         "print(heavy)\n"
     )
@@ -240,14 +241,13 @@ def test_service_module_starts_without_tensorflow_or_the_sdk(tmp_path):
 # no other use for httpx2, so its deprecation notice is expected here.
 @pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 def test_app_factory_in_process_routes_and_errors(tmp_path):
-    """`create_app(service)` as the console uses it: same routes, Google's error JSON."""
-    from starlette.testclient import TestClient
+    """`create_app(service, guard)` as the console uses it: same routes, Google's error JSON."""
+    from conftest import in_process_client
 
-    from labkit.local.emulator.server import create_app
     from labkit.local.emulator.service import Service
 
     service = Service(tmp_path / "state", tmp_path / "gcs", 0)
-    client = TestClient(create_app(service))
+    client = in_process_client(service)
     assert client.get("/labkit/v1/info").json()["stateDir"] == str((tmp_path / "state").resolve())
     parent = "/v1/projects/p/locations/us-central1"
     bad = valid_job()
@@ -263,7 +263,7 @@ def test_app_factory_in_process_routes_and_errors(tmp_path):
     with pytest.raises(specs.SpecError) as err:  # the same check, in process
         service.create_custom_job("projects/p/locations/us-central1", bad)
     assert err.value.problems[0].path == "jobSpec.workerPoolSpecs[1].machineSpec.acceleratorType"
-    assert client.patch(f"{parent}/customJobs/1").json()["error"]["status"] == "UNIMPLEMENTED"
+    assert client.patch(f"{parent}/customJobs/1", json={}).json()["error"]["status"] == "UNIMPLEMENTED"
     assert client.get(f"{parent}/customJobs/1").status_code == 404
     assert client.get(f"{parent}/trainingPipelines").json() == {"trainingPipelines": []}
     assert client.get("/nowhere").json()["error"]["status"] == "NOT_FOUND"

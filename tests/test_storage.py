@@ -111,7 +111,6 @@ def test_a_folder_nobody_created_is_a_bucket_without_the_kit_label(gcs_client):
 
 def test_two_servers_on_one_root_see_each_others_writes(gcs_client, kit_settings):
     """Notebook kernels are separate processes, each with its own server on the same root."""
-    from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage as gcs
 
     storage.ensure_kit_bucket(
@@ -121,7 +120,7 @@ def test_two_servers_on_one_root_see_each_others_writes(gcs_client, kit_settings
     try:
         other_client = gcs.Client(
             project="local-project",
-            credentials=AnonymousCredentials(),
+            credentials=other.credentials(),
             client_options={"api_endpoint": other.host},
         )
         other_client.bucket(kit_settings.bucket).blob("from-other.txt").upload_from_string("hi")

@@ -2,7 +2,10 @@
 
 cloud: the client talks to Cloud Storage with the learner's credentials.
 local: it talks to `gcp-storage-emulator`, served from a thread in this process on
-127.0.0.1 (``STORAGE_EMULATOR_HOST`` points the client at it).
+127.0.0.1 (``STORAGE_EMULATOR_HOST`` points the client at it), behind the same guard as the
+local Vertex AI service (`labkit.local.guard`: Host, Origin, and a session token made when the
+server starts, which `storage_client` hands the client as its credentials, so it sends
+``Authorization: Bearer`` as it would to Google; nothing else it sends changes).
 
 How the local emulator and the local bucket folders are one thing: gcp-storage-emulator
 keeps an object's bytes in ``<store>/<bucket>/<object name>`` and all metadata in one
@@ -27,6 +30,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import json
 import logging
 import mimetypes
 import os
@@ -189,29 +193,52 @@ class LocalStorageServer:
     _httpd: Any = None
     _thread: threading.Thread | None = None
     storage: Any = None
+    guard: Any = dataclasses.field(default=None, repr=False)  # labkit.local.guard.Guard
 
     @property
     def host(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def credentials(self) -> Any:
+        """Credentials that carry this server's session token, for Google's storage client."""
+        from google.oauth2.credentials import Credentials
+
+        return Credentials(self.guard.token)
+
     def start(self) -> LocalStorageServer:
+        from labkit.local.guard import Guard, new_token
+
         gse_server, _, _, _ = _emulator_modules()
         self.storage = make_lab_storage(self.root)
-        storage = self.storage
+        storage, server = self.storage, self
 
-        class SyncingHandler(gse_server.RequestHandler):
-            """Reconcile the store with the folder before each request is routed."""
+        class GuardedSyncingHandler(gse_server.RequestHandler):
+            """Refuse what the guard refuses; else reconcile the store with the folder
+            before the request is routed."""
 
             def parse_request(self) -> bool:
-                ok = super().parse_request()
-                if ok:
-                    storage.sync_from_disk()
-                return ok
+                if not super().parse_request():
+                    return False
+                path = self.path.split("?", 1)[0]
+                refusal = server.guard.check(self.command, path, self.headers, {})
+                if refusal is not None:
+                    body = json.dumps(refusal.to_json()).encode()
+                    self.send_response(refusal.http_status)
+                    self.send_header("Content-Type", "application/json; charset=UTF-8")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.close_connection = True
+                    return False  # nothing routed, nothing read or written
+                storage.sync_from_disk()
+                return True
 
         self._httpd = http_server.HTTPServer(
-            ("127.0.0.1", self.port), partial(SyncingHandler, storage)
+            ("127.0.0.1", self.port), partial(GuardedSyncingHandler, storage)
         )
         self.port = self._httpd.server_address[1]
+        self.guard = Guard(new_token(), self.port, service="the local Cloud Storage emulator")
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, name="lab-storage-emulator", daemon=True
         )
@@ -269,10 +296,8 @@ def storage_client(settings: Settings) -> Any:
     from google.cloud import storage
 
     if settings.mode == "local":
-        start_local_storage()
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=settings.project_id, credentials=AnonymousCredentials())
+        server = start_local_storage()
+        return storage.Client(project=settings.project_id, credentials=server.credentials())
     settings.check_cloud_ready()
     stop_local_storage()  # a kernel that was in local mode must not keep talking to the emulator
     return storage.Client(project=settings.project_id)

@@ -235,11 +235,11 @@ def unlabelled_console_pipelines(settings: Settings) -> list[Any]:
     from labkit.local import vertex
 
     if settings.mode == "local":
-        import urllib.request
+        from labkit.local.emulator import control
 
         try:  # the settings' local service: nothing to find when it is not running
-            urllib.request.urlopen(f"{settings.api_endpoint}/labkit/v1/info", timeout=3).close()
-        except OSError:
+            control.request_json(settings.emulator_port, "/labkit/v1/info", timeout=3)
+        except (RuntimeError, OSError):
             return []
         vertex.init_vertex(settings, ensure_service=False)
     else:

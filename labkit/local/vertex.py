@@ -5,14 +5,14 @@ The notebooks' job cells are the same in both modes; only this call differs:
 - cloud: ``aiplatform.init(project, location, staging_bucket)``, Google's endpoint and the
   learner's credentials.
 - local: the same SDK pointed at the local Vertex AI service (`labkit.local.emulator`) on
-  127.0.0.1 with anonymous credentials and the REST transport (the service speaks the v1
-  REST JSON, not gRPC), started first if it is not running.
+  127.0.0.1 with the REST transport (the service speaks the v1 REST JSON, not gRPC), started
+  first if it is not running. Its credentials are the service's session token as an OAuth
+  access token (`google.oauth2.credentials.Credentials`), which the SDK sends as
+  ``Authorization: Bearer`` exactly as it sends a Google token (`labkit.local.guard`).
 """
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +64,17 @@ def init_vertex(
             project=settings.project_id, location=settings.region, staging_bucket=bucket
         )
         return
-    from google.auth.credentials import AnonymousCredentials
+    from google.oauth2.credentials import Credentials
 
     if ensure_service:
-        ensure_local_service(settings, state_dir=state_dir)
+        token = ensure_local_service(settings, state_dir=state_dir).token
+    else:
+        token = control.token_for(settings.emulator_port)
     aiplatform.init(
         project=settings.project_id,
         location=settings.region,
         staging_bucket=bucket,
-        credentials=AnonymousCredentials(),
+        credentials=Credentials(token),
         api_endpoint=settings.api_endpoint,
         api_transport="rest",
     )
@@ -83,8 +85,8 @@ def _job_name(job: Any) -> str:
     return job if isinstance(job, str) else job.resource_name
 
 
-def _service_url(settings: Settings | None, port: int | None) -> str:
-    """The local service's URL: an explicit port, the settings', or where the SDK points."""
+def _service_port(settings: Settings | None, port: int | None) -> int:
+    """The local service's port: an explicit one, the settings', or where the SDK points."""
     if port is None and settings is not None:
         port = settings.emulator_port
     if port is None:
@@ -92,13 +94,13 @@ def _service_url(settings: Settings | None, port: int | None) -> str:
 
         endpoint = aiplatform.initializer.global_config.api_endpoint or ""
         if endpoint.startswith("http://127.0.0.1:"):
-            return endpoint.rstrip("/")
+            return int(endpoint.rstrip("/").rsplit(":", 1)[1])
         port = control.status().port
     if port is None:
         raise RuntimeError(
             "the local Vertex AI service is not running: call labkit.local.vertex.init_vertex(settings)"
         )
-    return f"http://127.0.0.1:{port}"
+    return port
 
 
 def job_logs(
@@ -107,9 +109,8 @@ def job_logs(
     """Each replica's log of a local job (``{"chief-0": ..., "worker-0": ...}``), plus ``"job"``
     (the service's own lines: states, restarts, every replica's output in order)."""
     query = f"?tail={tail}" if tail else ""
-    url = f"{_service_url(settings, port)}/labkit/v1/{_job_name(job)}/logs{query}"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        logs = json.loads(answer.read())
+    path = f"/labkit/v1/{_job_name(job)}/logs{query}"
+    logs = control.request_json(_service_port(settings, port), path)
     return {"job": logs["job"], **logs["replicas"]}
 
 
@@ -133,9 +134,7 @@ def print_job_logs(job: Any, *, tail: int | None = 40, **kwargs: Any) -> None:
 
 def job_resource(job: Any, *, settings: Settings | None = None, port: int | None = None) -> dict:
     """A local job's JSON as the service stores it, with the fields the SDK does not keep."""
-    url = f"{_service_url(settings, port)}/v1/{_job_name(job)}"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.loads(answer.read())
+    return control.request_json(_service_port(settings, port), f"/v1/{_job_name(job)}")
 
 
 def job_output_dir(job: Any, *, settings: Settings | None = None, port: int | None = None) -> Path:

@@ -47,15 +47,15 @@ class Service:
         self.state_dir = state_dir
         self.pid = status.pid
         self.port = status.port
+        self.token = status.token
 
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        conn.request(
-            method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})}
-        )
+        signed = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
+        conn.request(method, path, body=data, headers={**signed, **(headers or {})})
         answer = conn.getresponse()
         raw = answer.read()
         conn.close()

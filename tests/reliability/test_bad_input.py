@@ -127,6 +127,7 @@ def test_a_bad_content_length_is_a_400(service, length):
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
         sock.sendall(
             f"POST {JOBS} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {service.token}\r\n"
             f"Content-Length: {length}\r\nConnection: close\r\n\r\n".encode()
             + body
         )

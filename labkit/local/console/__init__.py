@@ -37,10 +37,23 @@ def create_app(service: Any, settings: Settings | None = None) -> Any:
     return _create(service, settings)
 
 
-def console_url(port: int, lang: str | None = None) -> str:
-    """The console's Training page on the local service at ``port``."""
+def console_url(port: int, lang: str | None = None, page: str = "/training") -> str:
+    """A console page (default: Training) on the local service at ``port``."""
     query = f"?hl={lang}" if lang and lang != "en" else ""
-    return f"http://127.0.0.1:{port}{PATH}/training{query}"
+    return f"http://127.0.0.1:{port}{PATH}{page}{query}"
+
+
+def sign_in_url(port: int, token: str, page_url: str | None = None) -> str:
+    """The address that signs a browser in to the console and then opens ``page_url``
+    (default: Training): it sets the session cookie (`labkit.local.guard`), as Jupyter's
+    ``?token=`` link does. Valid until the service stops; print it only to its user."""
+    from urllib.parse import urlencode, urlsplit
+
+    target = urlsplit(page_url or console_url(port))
+    next_path = target.path + (f"?{target.query}" if target.query else "")
+    return f"http://127.0.0.1:{port}{PATH}/session?" + urlencode(
+        {"token": token, "next": next_path}
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -59,8 +72,9 @@ def main(argv: list[str]) -> int:
     except RuntimeError as err:
         print(f"console: {err}", file=sys.stderr)
         return 1
-    url = console_url(status.port or settings.emulator_port, args.hl)
-    print(f"local console: {url}")
+    port = status.port or settings.emulator_port
+    url = sign_in_url(port, status.token or "", console_url(port, args.hl))
+    print(f"local console (this link signs your browser in): {url}")
     print("(served by the local Vertex AI service; stop it with `python -m labkit emulator stop`)")
     if not args.no_open:
         import webbrowser

@@ -12,18 +12,17 @@ import contextlib
 import dataclasses
 import html
 import http.client
-import json
 import re
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from labkit.cloud.settings import Settings
-from labkit.local.console import PATH, browser
+from labkit.local.console import PATH, browser, console_url, sign_in_url
 from labkit.local.console.form import CreateForm, default_form
+from labkit.local.emulator import control
 
 SCREENSHOTS = {
     "create": "console-create-form.png",
@@ -65,8 +64,24 @@ def page_url(settings: Settings, name: str | None = None, lang: str | None = Non
     if name:
         kind, resource_id = name.rsplit("/", 2)[-2:]
         path = f"/training/{kind}/{resource_id}"
-    query = f"?hl={lang}" if lang and lang != "en" else ""
-    return f"{base_url(settings)}{path}{query}"
+    return console_url(settings.emulator_port, lang, path)
+
+
+def signed_in_url(settings: Settings, url: str | None = None) -> str:
+    """``url`` (default: the Training page) behind the console's sign-in link: what a
+    browser opens first, since every page needs the session cookie."""
+    port = settings.emulator_port
+    return sign_in_url(port, control.token_for(port), url or page_url(settings))
+
+
+def open_page(context: Any, settings: Settings, url: str) -> Any:
+    """A new page of the browser ``context``, signed in and showing ``url``; RuntimeError
+    when the console does not answer it with 200."""
+    page = context.new_page()
+    answer = page.goto(signed_in_url(settings, url))
+    if answer is None or answer.status != 200:
+        raise RuntimeError(f"the console's page {url} answered {answer and answer.status}")
+    return page
 
 
 def lab_form(
@@ -107,7 +122,10 @@ def submit_form(settings: Settings, form: CreateForm) -> str:
             "POST",
             f"{PATH}/training/create",
             body=body,
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Authorization": f"Bearer {control.token_for(settings.emulator_port)}",
+            },
         )
         answer = conn.getresponse()
         text = answer.read().decode("utf-8", "replace")
@@ -135,17 +153,17 @@ def fill_form(page: Any, form: CreateForm) -> None:
     """Type the form's values into the open Create page, step by step (Continue)."""
     fields = form.to_fields()
     for step in page.locator("section.step").all():
-        for control in step.locator("input[name], select[name], textarea[name]").all():
-            name = control.get_attribute("name")
-            if name not in fields or not control.is_enabled():
+        for field in step.locator("input[name], select[name], textarea[name]").all():
+            name = field.get_attribute("name")
+            if name not in fields or not field.is_enabled():
                 continue
-            if control.evaluate("e => e.tagName") == "SELECT":
+            if field.evaluate("e => e.tagName") == "SELECT":
                 if fields[name]:
-                    control.select_option(fields[name])
+                    field.select_option(fields[name])
                 else:
-                    control.select_option("")
+                    field.select_option("")
             else:
-                control.fill(fields[name])
+                field.fill(fields[name])
         proceed = step.locator("button.continue")
         if proceed.count() and proceed.is_visible():
             proceed.click()
@@ -196,10 +214,7 @@ def _create_in_browser(
     if folder:
         folder.mkdir(parents=True, exist_ok=True)
     with _context(context) as ctx:
-        page = ctx.new_page()
-        answer = page.goto(f"{base_url(settings)}/training/create")
-        if answer is None or answer.status != 200:
-            raise RuntimeError(f"the console's Create page answered {answer and answer.status}")
+        page = open_page(ctx, settings, f"{base_url(settings)}/training/create")
         if folder:
             page.screenshot(path=str(folder / SCREENSHOTS["create"]), full_page=True)
             shots.append(folder / SCREENSHOTS["create"])
@@ -225,12 +240,7 @@ def screenshot_job(settings: Settings, name: str, path: str | Path) -> Path:
 
     def take() -> Path:
         with browser.open_browser() as context:
-            page = context.new_page()
-            answer = page.goto(page_url(settings, name))
-            if answer is None or answer.status != 200:
-                raise RuntimeError(
-                    f"the console's page for {name} answered {answer and answer.status}"
-                )
+            page = open_page(context, settings, page_url(settings, name))
             page.screenshot(path=str(path), full_page=True)
         return Path(path)
 
@@ -259,9 +269,7 @@ def create_console_job(
 
 def get_resource(settings: Settings, name: str) -> dict[str, Any]:
     """A pipeline or job as the local service's REST API returns it."""
-    url = f"http://127.0.0.1:{settings.emulator_port}/v1/{name}"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.loads(answer.read())
+    return control.request_json(settings.emulator_port, f"/v1/{name}")
 
 
 def wait_until_done(

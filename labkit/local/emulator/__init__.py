@@ -13,6 +13,11 @@ logs, restarts replicas as Vertex does (`labkit.local.emulator.restarts`), and a
     python -m labkit emulator status [--state DIR]
     python -m labkit emulator register URI=BUILD_CONTEXT [--state DIR]
     python -m labkit emulator logs JOB_NAME [--tail N] [--state DIR]
+    python -m labkit emulator token [--state DIR]    # the session token (last line)
+
+Every request needs the session token the service makes when it starts (``<state>/token``,
+mode 0600; see `labkit.local.guard`): Google's clients send it as ``Authorization: Bearer``
+(the SDK: ``aiplatform.init(..., credentials=google.oauth2.credentials.Credentials(token))``).
 
 State (jobs, logs, registered images) lives in ``--state`` (default ``LAB_HOME/vertex``).
 ``gs://BUCKET/path`` maps to ``LAB_HOME/gcs/BUCKET/path``, or to ``<state>/gcs/...`` when
@@ -23,7 +28,6 @@ repository's Dockerfile by default.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -83,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("job", help="projects/P/locations/L/{customJobs|trainingPipelines}/ID")
     logs.add_argument("--tail", type=int, help="only the last N lines of each")
     _add_common(logs)
+    _add_common(sub.add_parser("token", help="print the running service's session token"))
     return parser
 
 
@@ -93,13 +98,15 @@ def _images(options: list[str]) -> dict[str, str]:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from labkit.local import guard
     from labkit.local.emulator import control
-    from labkit.local.emulator.server import bind
+    from labkit.local.emulator.server import bind, service_guard
     from labkit.local.emulator.server import serve as serve_forever
     from labkit.local.emulator.service import Service
 
     state_dir = control.resolve_state_dir(args.state)
     state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o700)  # jobs' arguments, logs and the token: the learner's alone
     port = default_port() if args.port is None else args.port
     try:
         sock = bind(port)
@@ -123,6 +130,8 @@ def serve(args: argparse.Namespace) -> int:
     service.registry.register(kit_image_uri(), REPO_ROOT)
     for uri, context in _images(args.image).items():
         service.registry.register(uri, context)
+    token = guard.new_token()
+    guard.write_token(state_dir, token)  # before the pid file: whoever finds one finds both
     control.write_pid_file(state_dir, service.port)
     print(
         f"[emulator] serving on http://127.0.0.1:{service.port} state={state_dir} "
@@ -132,7 +141,7 @@ def serve(args: argparse.Namespace) -> int:
     for uri, context in service.registry.images().items():
         print(f"[emulator] image {uri} -> {context}", flush=True)
     try:
-        serve_forever(service, sock, quiet=args.quiet)
+        serve_forever(service, sock, service_guard(token, service.port), quiet=args.quiet)
     finally:
         control.remove_pid_file(state_dir)
     print("[emulator] stopped", flush=True)
@@ -195,19 +204,15 @@ def main(argv: list[str]) -> int:
             return 2
         print(f"registered {uri} -> {Path(context).resolve()}")
         return 0
-    # logs
-    import urllib.error
-    import urllib.request
-
+    if args.action == "token":
+        print(f"session token of {state.url} (state {state.state_dir}):")
+        print(state.token)
+        return 0
     query = f"?tail={args.tail}" if args.tail else ""
     try:
-        with urllib.request.urlopen(
-            f"{state.url}/labkit/v1/{args.job}/logs{query}", timeout=10
-        ) as r:
-            logs = json.loads(r.read())
-    except urllib.error.HTTPError as err:
-        message = json.loads(err.read() or b"{}").get("error", {}).get("message", str(err))
-        print(f"emulator: {message}", file=sys.stderr)
+        logs = control.request_json(state.port or 0, f"/labkit/v1/{args.job}/logs{query}")
+    except control.ServiceError as err:
+        print(f"emulator: {err}", file=sys.stderr)
         return 1
     print(logs["job"], end="")
     for role, text in logs["replicas"].items():

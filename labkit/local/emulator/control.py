@@ -6,6 +6,11 @@ The service must outlive one notebook kernel (04 submits, 05 cleans up), so `sta
 stops every job's replicas), falls back to SIGKILL, and finally kills any replica process
 group still recorded under ``jobs/*/processes.json``, so nothing is left behind even when
 the service itself could not clean up.
+
+Every request to the service carries its session token (`labkit.local.guard`): `request_json`
+is the one place the kit's own HTTP calls add it. The token is read from the state folder of
+the service (`status` remembers it per port), so callers that know only a port
+(`labkit.local.vertex`, the console client) find it with `token_for`.
 """
 
 from __future__ import annotations
@@ -21,12 +26,23 @@ from pathlib import Path
 from typing import Any
 
 from labkit.cloud.paths import REPO_ROOT, emulator_state_dir, local_gcs_root
+from labkit.local.guard import read_token
 from labkit.local.vertex_env import without_vertex_variables
 
 PID_FILE = "emulator.pid"
 SERVER_LOG = "server.log"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
+# port -> the session token of the service found there (filled by `status`)
+_TOKENS: dict[int, str] = {}
+
+
+class ServiceError(RuntimeError):
+    """The service answered an error: its HTTP status and Google's error message."""
+
+    def __init__(self, http_status: int, message: str) -> None:
+        super().__init__(message)
+        self.http_status = http_status
 
 
 @dataclasses.dataclass
@@ -38,6 +54,7 @@ class ServiceStatus:
     gcs_root: str | None = None
     images: dict[str, str] = dataclasses.field(default_factory=dict)
     detail: str = ""
+    token: str | None = dataclasses.field(default=None, repr=False)
 
     @property
     def url(self) -> str | None:
@@ -57,37 +74,71 @@ def gcs_root_for(state_dir: Path, explicit_state: bool) -> Path:
     return state_dir / "gcs" if explicit_state else local_gcs_root()
 
 
-def fetch_info(port: int, timeout: float = 2.0) -> dict[str, Any] | None:
+def token_for(port: int) -> str:
+    """The session token of the service on ``port``: the one `status` last found there, else
+    the default state folder's when its service runs on that port."""
+    if port not in _TOKENS:
+        record = _read_pid_file(emulator_state_dir())
+        token = read_token(emulator_state_dir())
+        if record and int(record.get("port", -1)) == port and token:
+            _TOKENS[port] = token
+    if port not in _TOKENS:
+        raise RuntimeError(
+            f"no session token known for the local service on port {port}: start it with "
+            "`python -m labkit emulator start`, or read it with "
+            "`python -m labkit emulator token --state DIR`"
+        )
+    return _TOKENS[port]
+
+
+def request_json(
+    port: int,
+    path: str,
+    *,
+    method: str = "GET",
+    body: Any = None,
+    token: str | None = None,
+    timeout: float = 10.0,
+) -> Any:
+    """Call the service with its session token; the answer's JSON. Raises ServiceError with
+    the service's own message for an error answer, OSError when nothing answers."""
     import urllib.error  # lazily: the service's start stays fast
     import urllib.request
 
+    headers = {"Authorization": f"Bearer {token or token_for(port)}"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, headers=headers, method=method
+    )
     try:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{port}/labkit/v1/info", timeout=timeout
-        ) as r:
-            return json.loads(r.read())
-    except (urllib.error.URLError, OSError, ValueError):
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        try:
+            message = json.loads(err.read() or b"{}").get("error", {}).get("message", str(err))
+        except ValueError:
+            message = str(err)
+        raise ServiceError(err.code, message) from None
+
+
+def fetch_info(port: int, token: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The service's ``/labkit/v1/info``, or None when nothing (or something else) answers."""
+    try:
+        return request_json(port, "/labkit/v1/info", token=token, timeout=timeout)
+    except (ServiceError, OSError, ValueError):
         return None
 
 
 def register_image(port: int, image_uri: str, build_context: str | Path) -> dict[str, str]:
     """Register an image with a running service; returns every registered image."""
-    import urllib.error  # lazily: the service's start stays fast
-    import urllib.request
-
-    body = json.dumps({"imageUri": image_uri, "buildContext": str(Path(build_context).resolve())})
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/labkit/v1/images",
-        data=body.encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
+    body = {"imageUri": image_uri, "buildContext": str(Path(build_context).resolve())}
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read())["images"]
-    except urllib.error.HTTPError as err:
-        message = json.loads(err.read() or b"{}").get("error", {}).get("message", str(err))
-        raise ValueError(message) from None
+        return request_json(port, "/labkit/v1/images", method="POST", body=body)["images"]
+    except ServiceError as err:
+        raise ValueError(str(err)) from None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -126,10 +177,12 @@ def status(state_dir: str | Path | None = None) -> ServiceStatus:
     if not record:
         return ServiceStatus(False, folder, detail=f"not running (no {PID_FILE} in {folder})")
     pid, port = int(record["pid"]), int(record["port"])
-    info = fetch_info(port)
-    if info and info.get("pid") == pid:
+    token = read_token(folder)
+    info = fetch_info(port, token) if token else None
+    if info and info.get("pid") == pid and token:
+        _TOKENS[port] = token
         return ServiceStatus(
-            True, folder, pid, port, info.get("gcsRoot"), info.get("images", {}), "running"
+            True, folder, pid, port, info.get("gcsRoot"), info.get("images", {}), "running", token
         )
     if _pid_alive(pid):
         return ServiceStatus(

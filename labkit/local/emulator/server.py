@@ -18,7 +18,12 @@ Routes (``P``/``L`` = project/location; every query may carry the SDK's
     GET    /labkit/v1/images, POST /labkit/v1/images                registered build contexts
     GET    /labkit/v1/projects/P/locations/L/{customJobs|trainingPipelines}/ID/logs?tail=N
                                                                     per-replica logs
+    GET    /console/session?token=T&next=PATH                        sign a browser in (a cookie)
     /console/...                                                    the console page, when mounted
+
+Guarded: every request passes `labkit.local.guard.Guard` first (Host, Origin, the session's
+token as a bearer token or, under /console, the sign-in cookie; JSON bodies only), else 401
+UNAUTHENTICATED / 403 PERMISSION_DENIED in Google's error JSON with nothing done.
 
 Refused: any other method on these paths (PATCH, ...) and any other collection answer 501
 UNIMPLEMENTED / 404 NOT_FOUND in Google's error JSON; a TrainingPipeline with
@@ -47,7 +52,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from labkit.cloud import specs
@@ -55,8 +60,11 @@ from labkit.local.emulator import limits
 from labkit.local.emulator.errors import ApiError, FieldViolation, bad_request, invalid_argument
 from labkit.local.emulator.service import HOST, Service
 from labkit.local.emulator.store import KINDS
+from labkit.local.guard import Guard, Refusal
 
 COLLECTIONS = tuple(KINDS)  # "customJobs", "trainingPipelines"
+CONSOLE_PATH = "/console"
+SESSION_PATH = f"{CONSOLE_PATH}/session"
 
 
 class _ResourceId(Convertor[str]):
@@ -241,8 +249,72 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return _error_response(ApiError(status, "UNKNOWN", str(exc)))
 
 
-def create_app(service: Service) -> Starlette:
-    """The Starlette app serving ``service``: the REST routes, and the console at /console."""
+def service_guard(token: str, port: int) -> Guard:
+    """The guard of the Vertex AI service: the console's pages take the sign-in cookie, the
+    REST API only the bearer token and JSON bodies."""
+    return Guard(
+        token, port, cookie_paths=(CONSOLE_PATH,), json_only=True,
+        service="the local Vertex AI service",
+    )  # fmt: skip
+
+
+class GuardedApp:
+    """The app behind the guard: a refused request never reaches a route, so nothing runs.
+
+    Also serves the console's sign-in link (`SESSION_PATH`): with the right ``token`` it sets
+    the session cookie (``HttpOnly``, ``SameSite=Strict``, path /console, one per port) and
+    sends the browser on to ``next`` (a console page), so the token leaves the address bar.
+    """
+
+    def __init__(self, app: Any, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if request.url.path == SESSION_PATH and request.method in ("GET", "HEAD"):
+            response = self._sign_in(request)
+        else:
+            refusal = self.guard.check(
+                request.method, request.url.path, request.headers, request.cookies
+            )
+            if refusal is None:
+                await self.app(scope, receive, send)
+                return
+            response = self._refused(request, refusal)
+        await response(scope, receive, send)
+
+    def _sign_in(self, request: Request) -> Response:
+        token = request.query_params.get("token")
+        refusal = self.guard.check_sign_in(request.headers, token)
+        if refusal:
+            return self._refused(request, refusal)
+        wanted = request.query_params.get("next") or ""
+        next_path = wanted if wanted.startswith(f"{CONSOLE_PATH}/") else f"{CONSOLE_PATH}/training"
+        response = RedirectResponse(next_path, status_code=303)
+        response.set_cookie(
+            self.guard.cookie_name, token or "", path=CONSOLE_PATH, httponly=True, samesite="strict"
+        )
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+    @staticmethod
+    def _refused(request: Request, refusal: Refusal) -> Response:
+        headers = {"Cache-Control": "no-store"}
+        if refusal.http_status == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="labkit"'
+        if request.url.path.startswith(CONSOLE_PATH) and request.method == "GET":
+            return HTMLResponse(refusal.to_html(), refusal.http_status, headers)
+        return JSONResponse(refusal.to_json(), refusal.http_status, headers)
+
+
+def create_app(service: Service, guard: Guard) -> GuardedApp:
+    """The app serving ``service`` behind ``guard``: the REST routes, and the console at
+    /console."""
     app = Starlette(routes=_routes(service), exception_handlers={HTTPException: _http_error})
     app.state.service = service
 
@@ -253,9 +325,9 @@ def create_app(service: Service) -> Starlette:
 
         return create_console_app(service)
 
-    app.mount("/console", _BuiltOnFirstRequest(console))
+    app.mount(CONSOLE_PATH, _BuiltOnFirstRequest(console))
     # ---- end of console mount point
-    return app
+    return GuardedApp(app, guard)
 
 
 class _BuiltOnFirstRequest:
@@ -329,8 +401,8 @@ def _vertex_shaped_h11_protocol() -> type:
     return VertexShapedH11Protocol
 
 
-def serve(service: Service, sock: socket.socket, quiet: bool = False) -> None:
-    """Serve on ``sock`` until SIGTERM/SIGINT, then stop every job before returning."""
+def serve(service: Service, sock: socket.socket, guard: Guard, quiet: bool = False) -> None:
+    """Serve on ``sock`` behind ``guard`` until SIGTERM/SIGINT, then stop every job."""
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -351,7 +423,7 @@ def serve(service: Service, sock: socket.socket, quiet: bool = False) -> None:
                     signal.signal(sig, handler)
 
     config = uvicorn.Config(
-        create_app(service),
+        create_app(service, guard),
         log_level="warning" if quiet else "info",
         access_log=not quiet,
         lifespan="off",
