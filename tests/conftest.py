@@ -189,7 +189,11 @@ IN_PROCESS_TOKEN = "in-process-test-token"
 def in_process_client(service, **kwargs):
     """A Starlette TestClient on ``create_app(service, guard)``, addressed and signed as the
     kit's clients are (127.0.0.1:PORT, the bearer token); ``headers`` replace the token."""
-    from starlette.testclient import TestClient
+    import warnings
+
+    with warnings.catch_warnings():  # Starlette 1.10 prefers httpx2; the kit has httpx only
+        warnings.filterwarnings("ignore", "Using `httpx` with `starlette.testclient`")
+        from starlette.testclient import TestClient
 
     from labkit.local.emulator.server import create_app, service_guard
 

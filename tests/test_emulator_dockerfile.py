@@ -263,7 +263,9 @@ def test_app_factory_in_process_routes_and_errors(tmp_path):
     with pytest.raises(specs.SpecError) as err:  # the same check, in process
         service.create_custom_job("projects/p/locations/us-central1", bad)
     assert err.value.problems[0].path == "jobSpec.workerPoolSpecs[1].machineSpec.acceleratorType"
-    assert client.patch(f"{parent}/customJobs/1", json={}).json()["error"]["status"] == "UNIMPLEMENTED"
+    assert (
+        client.patch(f"{parent}/customJobs/1", json={}).json()["error"]["status"] == "UNIMPLEMENTED"
+    )
     assert client.get(f"{parent}/customJobs/1").status_code == 404
     assert client.get(f"{parent}/trainingPipelines").json() == {"trainingPipelines": []}
     assert client.get("/nowhere").json()["error"]["status"] == "NOT_FOUND"
