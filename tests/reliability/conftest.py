@@ -50,12 +50,21 @@ class Service:
         self.token = status.token
 
     def request(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        signed: bool = True,
     ) -> tuple[int, Any]:
+        """(status, JSON or text). ``signed``: as the kit's clients send it (JSON, the token);
+        else with only ``headers`` (and the Host of 127.0.0.1 unless they name one)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        signed = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
-        conn.request(method, path, body=data, headers={**signed, **(headers or {})})
+        defaults = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
+        conn.request(
+            method, path, body=data, headers={**(defaults if signed else {}), **(headers or {})}
+        )
         answer = conn.getresponse()
         raw = answer.read()
         conn.close()

@@ -47,20 +47,7 @@ def pwn_job(marker: Path) -> dict:
 
 def raw(service, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple:
     """A request with exactly these headers (no token unless given): (status, JSON)."""
-    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=30)
-    conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-    for name, value in {"Host": f"127.0.0.1:{service.port}", **headers}.items():
-        if value is not None:
-            conn.putheader(name, value)
-    conn.putheader("Content-Length", str(len(body)))
-    conn.endheaders(body)
-    answer = conn.getresponse()
-    payload = answer.read()
-    conn.close()
-    try:
-        return answer.status, json.loads(payload)
-    except ValueError:
-        return answer.status, payload.decode(errors="replace")
+    return service.request(method, path, body, headers, signed=False)
 
 
 def no_jobs(service) -> bool:
