@@ -20,13 +20,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     TF_USE_LEGACY_KERAS=1
 
-# The same pins as pyproject.toml; no pip cache is left in the layer.
-RUN python -m pip install --no-cache-dir \
-        "tf-keras==2.21.0" \
-        "tensorflow-datasets==4.9.10"
-
 # `python -m trainer.task` finds the package in the working directory.
 WORKDIR /app
+
+# What the trainer needs besides the base's TensorFlow: trainer/requirements.txt, the one
+# list (tests/test_pins.py keeps pyproject.toml and environment.yml in step with it). Copied
+# alone first, so a change to the code alone does not reinstall it. No pip cache in the layer.
+COPY trainer/requirements.txt /app/trainer/requirements.txt
+RUN python -m pip install --no-cache-dir -r /app/trainer/requirements.txt
 
 # Only the trainer goes into the image; labkit, notebooks and tests stay outside.
 COPY trainer /app/trainer

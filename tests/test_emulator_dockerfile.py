@@ -48,18 +48,19 @@ def test_final_stage_settings_and_docker_argv_rules(tmp_path):
     assert plan.env == {"BUILD_ONLY": "1", "GREETING": "two words", "CONFIG": "/srv/conf.yaml"}
     assert plan.copies == [(["src/"], "/srv/app/"), (["conf.yaml"], "/srv/")]
     assert any("--from=build" in note for note in plan.notes)
-    assert any("RUN steps are not executed" in note for note in plan.notes)
+    assert plan.base == "python:3.11", "the ARG before FROM is substituted; stages are followed"
+    assert [run.command for run in plan.runs] == ["pip install something"]
+    assert plan.runs[0].workdir == "/" and plan.runs[0].copies == ()
 
-    python = sys.executable
     assert dockerfile.container_argv(plan, None, None) == [
-        python,
+        "python3",
         "-m",
         "pkg.main",
         "--epochs",
         "2",
     ]
     assert dockerfile.container_argv(plan, None, ["--epochs", "5"]) == [
-        python, "-m", "pkg.main", "--epochs", "5",
+        "python3", "-m", "pkg.main", "--epochs", "5",
     ]  # fmt: skip
     assert dockerfile.container_argv(plan, ["bash", "-c", "env"], None) == ["bash", "-c", "env"]
 
@@ -94,7 +95,8 @@ def test_the_kits_dockerfile_runs_the_trainer_module(tmp_path):
     if not (REPO_ROOT / "Dockerfile").is_file():
         pytest.skip("the repository's Dockerfile is not written yet")
     plan = dockerfile.read_dockerfile("kit:1", REPO_ROOT)
-    assert dockerfile.container_argv(plan, None, None) == [sys.executable, "-m", "trainer.task"]
+    assert dockerfile.container_argv(plan, None, None) == ["python", "-m", "trainer.task"]
+    assert plan.base.startswith("tensorflow/tensorflow:")
     root = tmp_path / "rootfs"
     cwd = dockerfile.build_rootfs(plan, root)
     env = dockerfile.container_env(plan, root)

@@ -40,6 +40,17 @@ def test_environment_yml_has_the_same_pins_as_pyproject():
     assert environment_pins() == pyproject_pins()
 
 
+def test_the_images_requirements_are_pinned_alike_in_all_three_files():
+    """trainer/requirements.txt is what the container installs (the Dockerfile's
+    `pip install -r`); the kit's venv and the Workbench conda env install the same versions."""
+    image = pins.image_requirements()
+    assert {"tf-keras", "tensorflow-datasets", "importlib-resources"} <= set(image)
+    kit, conda = pyproject_pins(), environment_pins()
+    for name, version in image.items():
+        assert kit.get(name, (None,))[0] == version, f"pyproject.toml: pin {name}=={version}"
+        assert conda.get(name, (None,))[0] == version, f"environment.yml: pin {name}=={version}"
+
+
 def test_every_requirement_is_pinned_and_a_loose_one_is_named():
     assert len(pyproject_pins()) == len(pins.requirement_lines(dev=True))
     with pytest.raises(ValueError, match="'numpy>=1.0' is not pinned with =="):

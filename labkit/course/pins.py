@@ -59,3 +59,16 @@ def pinned_versions(pyproject: Path | None = None, *, dev: bool = False) -> dict
         name, version, _ = parse_pin(line)
         pins[name] = version
     return pins
+
+
+def image_requirements(path: Path | None = None) -> dict[str, str]:
+    """``name -> version`` of what the trainer image installs on top of its base:
+    ``trainer/requirements.txt``, the one list the Dockerfile's ``pip install -r`` reads."""
+    path = path or paths.REPO_ROOT / "trainer" / "requirements.txt"
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version, _ = parse_pin(line)
+            found[name] = version
+    return found

@@ -1,11 +1,15 @@
-"""Run a container image's entrypoint without Docker, from its registered build context.
+"""Read a container image from its registered build context, without Docker.
 
 No Docker engine runs on the kit's machines, so an image URI stands for a build context: a
-folder with a Dockerfile. The final stage's WORKDIR, ENV, ENTRYPOINT and CMD are read with a
-real Dockerfile parser (`dockerfile-parse`); the files its COPY/ADD steps put into the image
-are linked into a per-job folder standing for the container's file system ("rootfs"), and
-the entrypoint runs there with the current Python. RUN steps are not executed: the kit's
-own environment stands for what they would install (same pins).
+folder with a Dockerfile. The final stage's base (FROM), WORKDIR, ENV, ENTRYPOINT, CMD and RUN
+steps are read with a real Dockerfile parser (`dockerfile-parse`); the files its COPY/ADD steps
+put into the image are linked into a per-job folder standing for the container's file system
+("rootfs"), where the entrypoint runs.
+
+What the image's Python holds is `labkit.local.emulator.image_env`'s work: the base mapped to a
+Python environment the kit can build here, plus the final stage's ``RUN pip install`` lines,
+executed into a cached virtualenv. That environment is Python packages only: no system
+packages (a RUN of apt-get is listed in the job's log as not executed) and no CUDA.
 """
 
 from __future__ import annotations
@@ -16,14 +20,14 @@ import json
 import os
 import shlex
 import shutil
-import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from labkit.cloud.paths import write_json_atomic
 
-# dockerfile_parse and labkit.local.supervisor are imported where a job's image is resolved, not
-# when the service starts (bench/service.py measures start-to-first-response).
+# dockerfile_parse is imported where a job's image is resolved, not when the service starts
+# (bench/service.py measures start-to-first-response).
 
 # Variables whose container values make no sense on the host: the host's own are kept.
 HOST_ONLY_ENV = frozenset({"PATH", "LD_LIBRARY_PATH", "HOME", "PYTHONHOME", "HOSTNAME"})
@@ -31,6 +35,16 @@ HOST_ONLY_ENV = frozenset({"PATH", "LD_LIBRARY_PATH", "HOME", "PYTHONHOME", "HOS
 
 class ImageError(Exception):
     """An image that cannot be run locally; the message says how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStep:
+    """One RUN instruction of the final stage, with what the image held when it ran: its
+    WORKDIR and the COPY steps before it (a ``pip install -r FILE`` reads FILE from them)."""
+
+    command: str
+    workdir: str
+    copies: tuple[tuple[tuple[str, ...], str], ...]
 
 
 @dataclasses.dataclass
@@ -42,6 +56,8 @@ class _Stage:
     cmd: list[str] | None = None
     copies: list[tuple[list[str], str]] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    base: str = "scratch"
+    runs: list[RunStep] = dataclasses.field(default_factory=list)
 
     def inherit(self, name: str | None) -> _Stage:
         return dataclasses.replace(
@@ -50,6 +66,7 @@ class _Stage:
             env=dict(self.env),
             copies=list(self.copies),
             notes=list(self.notes),
+            runs=list(self.runs),
         )
 
 
@@ -65,6 +82,9 @@ class ImagePlan:
     cmd: list[str] | None
     copies: list[tuple[list[str], str]]  # (sources relative to the context, container dest)
     notes: list[str]
+    base: str = "scratch"  # the final stage's root base image (FROM), stages followed
+    runs: tuple[RunStep, ...] = ()
+    dockerfile: str = "Dockerfile"
 
 
 def _exec_or_shell(value: str) -> list[str]:
@@ -119,14 +139,15 @@ def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile
     parser = DockerfileParser(path=str(path))
     stages: dict[str, _Stage] = {}
     stage: _Stage | None = None
+    global_args: dict[str, str] = {}
     for instruction, ctx in zip(parser.structure, parser.context_structure, strict=True):
         kind, value = instruction["instruction"], instruction["value"]
         if kind == "FROM":
             parts = value.split()
-            base = parts[0]
+            base = _substitute(parts[0], global_args)
             name = parts[2].lower() if len(parts) >= 3 and parts[1].lower() == "as" else None
             parent = stages.get(base.lower())
-            stage = parent.inherit(name) if parent else _Stage(name=name)
+            stage = parent.inherit(name) if parent else _Stage(name=name, base=base)
             if not parent:
                 stage.notes.append(
                     f"base image {base}: its own ENTRYPOINT/CMD/ENV are not known locally"
@@ -135,7 +156,9 @@ def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile
                 stages[name] = stage
             continue
         if stage is None:
-            continue  # ARG before FROM
+            if kind == "ARG":  # ARG before FROM: usable in FROM lines
+                global_args.update(ctx.line_args)
+            continue
         if kind == "WORKDIR":
             stage.workdir = _join_container_path(stage.workdir, _substitute(value, stage.env))
         elif kind == "ENV":
@@ -157,7 +180,13 @@ def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile
                 dest_path += "/"
             stage.copies.append((sources, dest_path))
         elif kind == "RUN":
-            stage.notes.append("RUN steps are not executed: the kit's Python environment stands in")
+            stage.runs.append(
+                RunStep(
+                    command=_substitute(value, stage.env),
+                    workdir=stage.workdir,
+                    copies=tuple((tuple(srcs), dest) for srcs, dest in stage.copies),
+                )
+            )
     if stage is None:
         raise ImageError(f"{path} has no FROM instruction: it is not a Dockerfile")
     if not stage.entrypoint and not stage.cmd:
@@ -174,22 +203,21 @@ def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile
         cmd=stage.cmd,
         copies=list(stage.copies),
         notes=list(dict.fromkeys(stage.notes)),
+        base=stage.base,
+        runs=tuple(stage.runs),
+        dockerfile=dockerfile,
     )
 
 
 def container_argv(plan: ImagePlan, command: list[str] | None, args: list[str] | None) -> list[str]:
     """Docker's rules: ``command`` replaces ENTRYPOINT (and drops CMD); ``args`` replace CMD."""
     if command:
-        argv = list(command) + list(args or [])
-    elif plan.entrypoint:
+        return list(command) + list(args or [])
+    if plan.entrypoint:
         shell_form = plan.entrypoint[:2] == ["/bin/sh", "-c"]
         extra = [] if shell_form else list(args if args else (plan.cmd or []))
-        argv = list(plan.entrypoint) + extra
-    else:
-        argv = list(args) if args else list(plan.cmd or [])
-    from labkit.local.supervisor import with_current_python
-
-    return with_current_python(argv)
+        return list(plan.entrypoint) + extra
+    return list(args) if args else list(plan.cmd or [])
 
 
 # ---- the container's file system, as links into the build context ----
@@ -299,9 +327,29 @@ def container_env(plan: ImagePlan, root: Path) -> dict[str, str]:
     return env
 
 
-def host_path_env() -> str:
-    """PATH with this interpreter's folder first, so a shell-form ``python`` is the kit's."""
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+def context_file(
+    copies: Sequence[tuple[Sequence[str], str]], context: Path, container_path: str
+) -> Path | None:
+    """The build-context file or folder that the COPY steps ``copies`` put at
+    ``container_path`` (an absolute container path), or None when none did: the last
+    COPY that wrote the path wins, as in the image."""
+    for sources, dest in reversed(copies):
+        for source in sources:
+            for found in sorted(glob.glob(str(context / source))):
+                src = Path(found).resolve()
+                if src.is_dir():  # a folder's contents land in dest
+                    target = dest.rstrip("/") or "/"
+                    if container_path == target:
+                        return src
+                    if container_path.startswith(target.rstrip("/") + "/"):
+                        inside = src / container_path[len(target.rstrip("/")) + 1 :]
+                        if inside.exists():
+                            return inside
+                    continue
+                target = dest + src.name if dest.endswith("/") else dest
+                if container_path == target:
+                    return src
+    return None
 
 
 # ---- the registry of image URIs -> build contexts ----

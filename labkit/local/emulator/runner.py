@@ -1,5 +1,8 @@
 """Runs one CustomJob: every replica of every pool as a local process, as Vertex would.
 
+A container pool's replicas run in its image's environment
+(`labkit.local.emulator.image_env`: the Dockerfile's base and its RUN pip installs, built once
+and cached), with the files its COPY steps put in the image, never in the kit's own Python.
 Per attempt the whole cluster gets fresh ports and the Vertex environment of
 `labkit.local.vertex_env`; each replica runs under its own `labkit.local.supervisor` so that one can be
 restarted alone, in place, as Vertex does. What a replica's exit leads to (a restart in place,
@@ -30,7 +33,7 @@ from typing import Any
 from labkit.cloud.paths import gcs_to_local
 from labkit.cloud.specs import as_int, is_empty_pool, parse_duration, snake_keys
 from labkit.local import supervisor, vertex_env
-from labkit.local.emulator import dockerfile, restarts
+from labkit.local.emulator import dockerfile, image_env, pip_steps, restarts
 from labkit.local.emulator.admission import LIMIT_VARIABLE, Admission
 from labkit.local.emulator.restarts import RestartPolicy, is_permanent
 from labkit.local.emulator.store import TERMINAL_STATES, JobStore, now_rfc3339
@@ -62,6 +65,7 @@ class PoolPlan:
     env: dict[str, str]  # image ENV and the spec's env (gs:// mapped), not yet the cluster's
     cwd: str
     description: str
+    image: dockerfile.ImagePlan | None = None  # a container pool's image (None: a package)
 
 
 def map_gcs(text: str, gcs_root: Path) -> str:
@@ -73,30 +77,46 @@ def _env_list(items: list[dict[str, Any]] | None, gcs_root: Path) -> dict[str, s
     return {item["name"]: map_gcs(str(item.get("value", "")), gcs_root) for item in items or []}
 
 
-def _container_pool(
-    index: int,
-    pool: dict[str, Any],
-    registry: dockerfile.ImageRegistry,
-    job_dir: Path,
-    gcs_root: Path,
-) -> PoolPlan:
+@dataclasses.dataclass(frozen=True)
+class SetupContext:
+    """What preparing a job's pools needs besides the job: where things go, the job's log,
+    and the event that cancels an image build."""
+
+    registry: dockerfile.ImageRegistry
+    job_dir: Path
+    gcs_root: Path
+    log: Any = print
+    cancel: threading.Event | None = None
+
+
+def _container_pool(index: int, pool: dict[str, Any], setup: SetupContext) -> PoolPlan:
     spec = pool["containerSpec"]
     try:
-        plan = registry.resolve(spec["imageUri"])
-        root = job_dir / "rootfs" / f"workerpool{index}"
+        plan = setup.registry.resolve(spec["imageUri"])
+        environment = image_env.ensure_environment(plan, setup.log, setup.cancel)
+        root = setup.job_dir / "rootfs" / f"workerpool{index}"
         cwd = dockerfile.build_rootfs(plan, root)
+    except image_env.BuildCancelled:
+        raise
     except dockerfile.ImageError as err:
         raise JobSetupError(f"worker_pool_specs[{index}]: {err}") from err
-    args = [map_gcs(a, gcs_root) for a in spec.get("args") or []]
-    command = [map_gcs(a, gcs_root) for a in spec.get("command") or []]
-    argv = dockerfile.container_argv(plan, command or None, args or None)
-    env = {**dockerfile.container_env(plan, root), **_env_list(spec.get("env"), gcs_root)}
+    args = [map_gcs(a, setup.gcs_root) for a in spec.get("args") or []]
+    command = [map_gcs(a, setup.gcs_root) for a in spec.get("command") or []]
+    argv = environment.argv(dockerfile.container_argv(plan, command or None, args or None))
+    env = {
+        **dockerfile.container_env(plan, root),
+        **_env_list(spec.get("env"), setup.gcs_root),
+        "PATH": environment.path_variable(),
+    }
     notes = "; ".join(plan.notes)
     description = (
         f"image {spec['imageUri']} -> build context {plan.context} "
-        f"(WORKDIR {plan.workdir} at {cwd}){'; ' + notes if notes else ''}"
+        f"(WORKDIR {plan.workdir} at {cwd}; Python {environment.prefix or 'none'})"
+        f"{'; ' + notes if notes else ''}"
     )
-    return PoolPlan(index, as_int(pool.get("replicaCount")), argv, env, str(cwd), description)
+    return PoolPlan(
+        index, as_int(pool.get("replicaCount")), argv, env, str(cwd), description, image=plan
+    )
 
 
 def _unpack_package(uri: str, target: Path, gcs_root: Path) -> str:
@@ -126,6 +146,7 @@ def _package_pool(index: int, pool: dict[str, Any], job_dir: Path, gcs_root: Pat
         for n, uri in enumerate(spec.get("packageUris") or [])
     ]
     env = _env_list(spec.get("env"), gcs_root)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     if entries:
         env["PYTHONPATH"] = os.pathsep.join(entries + [os.environ.get("PYTHONPATH", "")]).rstrip(
             os.pathsep
@@ -140,17 +161,15 @@ def _package_pool(index: int, pool: dict[str, Any], job_dir: Path, gcs_root: Pat
     return PoolPlan(index, as_int(pool.get("replicaCount")), argv, env, str(work), description)
 
 
-def prepare_pools(
-    job: dict[str, Any], registry: dockerfile.ImageRegistry, job_dir: Path, gcs_root: Path
-) -> list[PoolPlan]:
+def prepare_pools(job: dict[str, Any], setup: SetupContext) -> list[PoolPlan]:
     plans = []
     for index, pool in enumerate(job["jobSpec"]["workerPoolSpecs"]):
         if is_empty_pool(pool):
             continue
         if pool.get("containerSpec"):
-            plans.append(_container_pool(index, pool, registry, job_dir, gcs_root))
+            plans.append(_container_pool(index, pool, setup))
         else:
-            plans.append(_package_pool(index, pool, job_dir, gcs_root))
+            plans.append(_package_pool(index, pool, setup.job_dir, setup.gcs_root))
     return plans
 
 
@@ -246,6 +265,7 @@ class JobRunner(threading.Thread):
         self.cancel = threading.Event()
         self.deleting = False
         self.job_dir = store.job_dir(name)
+        self._pool_of_role: dict[str, PoolPlan] = {}
 
     # ---- bookkeeping ----
     def event(self, line: str) -> None:
@@ -347,10 +367,14 @@ class JobRunner(threading.Thread):
         )
         policy = RestartPolicy.from_scheduling(scheduling)
         base_local = self._map_output_dir(spec)
+        setup = SetupContext(self.registry, self.job_dir, self.gcs_root, self.event, self.cancel)
         try:
-            pools = prepare_pools(job, self.registry, self.job_dir, self.gcs_root)
+            pools = prepare_pools(job, setup)
         except JobSetupError as err:
             self.set_state("JOB_STATE_FAILED", error=_error(CODE_INVALID_ARGUMENT, str(err)))
+            return
+        except image_env.BuildCancelled:
+            self._finish_cancelled()
             return
         for plan in pools:
             self.event(f"workerpool{plan.pool} x{plan.replica_count}: {plan.description}")
@@ -450,9 +474,9 @@ class JobRunner(threading.Thread):
                 "baseOutputDirectory": job["jobSpec"].get("baseOutputDirectory", {}),
             }
         )
-        base_env = vertex_env.without_vertex_variables(os.environ)
+        # Nothing of the kit's Python reaches a replica: each pool sets its own PATH.
+        base_env = image_env.without_kit_python(vertex_env.without_vertex_variables(os.environ))
         base_env["PYTHONUNBUFFERED"] = "1"  # logs arrive line by line, as Cloud Logging shows them
-        base_env["PATH"] = dockerfile.host_path_env()
         base_env.update(supervisor.co_located_thread_env(len(layout.replicas), base_env))
         launches, pool_names = [], {}
         for replica in layout.replicas:
@@ -462,6 +486,7 @@ class JobRunner(threading.Thread):
             )
             env = {**base_env, **cluster_vars, **plan.env}
             pool_names[replica.role] = f"{replica.pool_name}-{replica.index}"
+            self._pool_of_role[replica.role] = plan
             launches.append(
                 supervisor.ReplicaLaunch(
                     role=replica.role,
@@ -592,8 +617,13 @@ class JobRunner(threading.Thread):
             what = supervisor.describe_exit(code)
         tail = "\n".join(culprit.tail) or "(no output)"
         peak = supervisor.format_bytes(culprit.peak_rss_bytes)
+        pool = self._pool_of_role.get(culprit.role)
+        fix = None
+        if pool is not None and pool.image is not None:
+            fix = pip_steps.missing_module_fix(culprit.tail, pool.image)
+        fix = f"{fix}\n" if fix else ""
         return (
-            f"The replica {name} ({culprit.role}) {what} (peak memory {peak}). "
+            f"The replica {name} ({culprit.role}) {what} (peak memory {peak}). {fix}"
             f"Its log: {culprit.log_path}\n--- last lines of {culprit.role} ---\n{tail}\n"
         )
 
