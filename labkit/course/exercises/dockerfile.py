@@ -50,17 +50,26 @@ def pins() -> dict[str, str]:
     return pinned_versions()
 
 
+def image_requirements() -> dict[str, str]:
+    """What the trainer image installs on top of its base (trainer/requirements.txt)."""
+    from labkit.course.pins import image_requirements as read
+
+    return read()
+
+
 def solution() -> str:
     """The kit's answer: the codelab's four steps on the TensorFlow release the kit pins, with
-    the tf-keras and TFDS the trainer imports (versions from pyproject.toml's pins)."""
-    pinned = pins()
+    what the trainer needs besides TensorFlow (trainer/requirements.txt, the list the kit's
+    own Dockerfile installs), written out: the learner's folder has no requirements file."""
+    packages = " \\\n".join(
+        f'        "{name}=={version}"' for name, version in image_requirements().items()
+    )
     return (
-        f"FROM tensorflow/tensorflow:{pinned['tensorflow']}-gpu\n"
+        f"FROM tensorflow/tensorflow:{pins()['tensorflow']}-gpu\n"
         "\n"
-        "# The trainer imports tf-keras (Keras 3 fails under MWMS) and tensorflow-datasets.\n"
-        "RUN python -m pip install --no-cache-dir \\\n"
-        f'        "tf-keras=={pinned["tf-keras"]}" \\\n'
-        f'        "tensorflow-datasets=={pinned["tensorflow-datasets"]}"\n'
+        "# What the trainer imports besides TensorFlow: tf-keras (Keras 3 fails under MWMS),\n"
+        "# TensorBoard, tensorflow-datasets and the importlib-resources it needs for cassava.\n"
+        f"RUN python -m pip install --no-cache-dir \\\n{packages}\n"
         "\n"
         "WORKDIR /\n"
         "\n"
@@ -92,6 +101,22 @@ def lint(path: Path) -> list[dict[str, Any]] | None:
 def _tf_version(base: str) -> tuple[int, int] | None:
     match = re.match(r"^(?:docker\.io/)?tensorflow/tensorflow:(\d+)\.(\d+)", base)
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _missing_installs(base: str, version: tuple[int, int] | None, runs: str) -> list[str]:
+    """A TensorFlow base whose RUN lines install neither a requirements file nor each
+    package the trainer needs besides TensorFlow (tf-keras has its own check below)."""
+    if version is None or re.search(r"(^|\s)(-r|--requirement)(\s|=)", runs):
+        return []
+    problems = []
+    for name, pinned in image_requirements().items():
+        if name == "tf-keras" or name in runs or name.replace("-", "_") in runs:
+            continue
+        problems.append(
+            f"{base} has no {name} and the trainer needs it (trainer/requirements.txt): install "
+            f'it with RUN python -m pip install --no-cache-dir "{name}=={pinned}"'
+        )
+    return problems
 
 
 def check_dockerfile(text: str | None, context: str | Path) -> Outcome:
@@ -138,15 +163,7 @@ def check_dockerfile(text: str | None, context: str | Path) -> Outcome:
         lines.append(f"{PASS} base image {base}")
         version = _tf_version(base)
         runs = " ".join(s["value"] for s in structure if s["instruction"] == "RUN")
-        if (
-            version is not None
-            and "tensorflow-datasets" not in runs
-            and "tensorflow_datasets" not in runs
-        ):
-            problems.append(
-                f"{base} has no tensorflow-datasets and the trainer imports it: install it "
-                "with RUN python -m pip install --no-cache-dir tensorflow-datasets==VERSION"
-            )
+        problems += _missing_installs(base, version, runs)
         if (
             version is not None
             and version >= (2, 16)

@@ -238,7 +238,9 @@ def _pip(prefix: Path, install: PipInstall, log_path: Path, cancel: threading.Ev
                 raise BuildCancelled(f"cancelled during `{install.line}`")
             time.sleep(LOCK_POLL_S)
     if process.returncode != 0:
-        tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-PIP_TAIL_LINES:]
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        errors = [line for line in lines if line.startswith("ERROR:")]  # pip's own verdict
+        tail = errors or lines[-PIP_TAIL_LINES:]
         raise ImageError(
             f"`{install.line}` failed in the image environment (pip exited with "
             f"{process.returncode}); pip's last lines:\n"
