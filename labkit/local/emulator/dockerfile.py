@@ -87,17 +87,23 @@ class ImagePlan:
     dockerfile: str = "Dockerfile"
 
 
+def exec_form(value: str) -> list[str] | None:
+    """An instruction's exec form (a JSON array of strings), or None for the shell form."""
+    text = value.strip()
+    if not text.startswith("["):
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
+        return parsed
+    return None
+
+
 def _exec_or_shell(value: str) -> list[str]:
     """Exec form (JSON array) as is; shell form runs under /bin/sh -c, as Docker does."""
-    text = value.strip()
-    if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
-            return parsed
-    return ["/bin/sh", "-c", text]
+    return exec_form(value) or ["/bin/sh", "-c", value.strip()]
 
 
 def _join_container_path(base: str, path: str) -> str:

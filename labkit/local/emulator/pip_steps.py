@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import posixpath
 import re
 import shlex
@@ -25,7 +24,13 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from labkit.local.emulator.dockerfile import ImageError, ImagePlan, RunStep, context_file
+from labkit.local.emulator.dockerfile import (
+    ImageError,
+    ImagePlan,
+    RunStep,
+    context_file,
+    exec_form,
+)
 
 PIP_PROGRAM = re.compile(r"^(?:/[\w./-]*/)?pip(?:3(?:\.\d+)?)?$")
 PYTHON_PROGRAM = re.compile(r"^(?:/[\w./-]*/)?python(?:3(?:\.\d+)?)?$")
@@ -79,15 +84,10 @@ def _digest(path: Path) -> str:
 def _commands(text: str) -> list[list[str]]:
     """A RUN value split into simple commands (exec form as one command). A command with a
     pipe or redirection comes back with those tokens in it, so it is never taken as pip's."""
-    stripped = text.strip()
-    if stripped.startswith("["):
-        try:
-            parsed = json.loads(stripped)
-        except json.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
-            return [parsed]
-    lexer = shlex.shlex(stripped, posix=True, punctuation_chars=True)
+    parsed = exec_form(text)
+    if parsed is not None:
+        return [parsed]
+    lexer = shlex.shlex(text.strip(), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     commands: list[list[str]] = [[]]
     for token in lexer:
