@@ -23,6 +23,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from labkit.cloud.paths import write_json_atomic
 
@@ -131,6 +132,39 @@ def _copy_sources_and_dest(value: str) -> tuple[list[str], str, str | None]:
     return list(parts[:-1]), parts[-1], from_stage
 
 
+def _apply(stage: _Stage, kind: str, value: str, ctx: Any) -> None:
+    """One instruction after FROM, applied to ``stage`` (``ctx``: dockerfile-parse's context
+    of the line: its ENV and ARG values)."""
+    if kind == "WORKDIR":
+        stage.workdir = _join_container_path(stage.workdir, _substitute(value, stage.env))
+    elif kind == "ENV":
+        stage.env.update(ctx.line_envs)
+    elif kind == "ENTRYPOINT":
+        stage.entrypoint = _exec_or_shell(value)
+    elif kind == "CMD":
+        stage.cmd = _exec_or_shell(value)
+    elif kind in ("COPY", "ADD"):
+        sources, dest, from_stage = _copy_sources_and_dest(value)
+        if from_stage is not None:
+            stage.notes.append(f"{kind} --from={from_stage} skipped (build stage output)")
+            return
+        if kind == "ADD" and any("://" in s for s in sources):
+            stage.notes.append(f"ADD of a URL skipped: {value}")
+            return
+        dest_path = _join_container_path(stage.workdir, _substitute(dest, stage.env))
+        if dest.endswith("/") or len(sources) > 1:
+            dest_path += "/"
+        stage.copies.append((sources, dest_path))
+    elif kind == "RUN":
+        stage.runs.append(
+            RunStep(
+                command=_substitute(value, stage.env),
+                workdir=stage.workdir,
+                copies=tuple((tuple(srcs), dest) for srcs, dest in stage.copies),
+            )
+        )
+
+
 def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile") -> ImagePlan:
     """Parse ``context/dockerfile`` into the final stage's run settings."""
     context = Path(context).resolve()
@@ -165,34 +199,7 @@ def read_dockerfile(image_uri: str, context: Path, dockerfile: str = "Dockerfile
             if kind == "ARG":  # ARG before FROM: usable in FROM lines
                 global_args.update(ctx.line_args)
             continue
-        if kind == "WORKDIR":
-            stage.workdir = _join_container_path(stage.workdir, _substitute(value, stage.env))
-        elif kind == "ENV":
-            stage.env.update(ctx.line_envs)
-        elif kind == "ENTRYPOINT":
-            stage.entrypoint = _exec_or_shell(value)
-        elif kind == "CMD":
-            stage.cmd = _exec_or_shell(value)
-        elif kind in ("COPY", "ADD"):
-            sources, dest, from_stage = _copy_sources_and_dest(value)
-            if from_stage is not None:
-                stage.notes.append(f"{kind} --from={from_stage} skipped (build stage output)")
-                continue
-            if kind == "ADD" and any("://" in s for s in sources):
-                stage.notes.append(f"ADD of a URL skipped: {value}")
-                continue
-            dest_path = _join_container_path(stage.workdir, _substitute(dest, stage.env))
-            if dest.endswith("/") or len(sources) > 1:
-                dest_path += "/"
-            stage.copies.append((sources, dest_path))
-        elif kind == "RUN":
-            stage.runs.append(
-                RunStep(
-                    command=_substitute(value, stage.env),
-                    workdir=stage.workdir,
-                    copies=tuple((tuple(srcs), dest) for srcs, dest in stage.copies),
-                )
-            )
+        _apply(stage, kind, value, ctx)
     if stage is None:
         raise ImageError(f"{path} has no FROM instruction: it is not a Dockerfile")
     if not stage.entrypoint and not stage.cmd:
