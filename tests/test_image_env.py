@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import sys
 import threading
@@ -249,12 +250,13 @@ def test_replicas_see_only_the_image_environment_and_its_copied_files(local_vert
     logs = job_logs(job)
     probe = json.loads(re.search(r"probe=(.*)$", logs["chief-0"], re.M).group(1))
     assert probe["kit_modules"] == dict.fromkeys(probe["kit_modules"], False)
-    kit_venv = str(Path(sys.prefix))
-    assert not probe["prefix"].startswith(kit_venv) and probe["prefix"].startswith(
-        str(image_env.cache_root())
-    )
-    assert not [p for p in probe["path"] if p.startswith((kit_venv, str(REPO_ROOT)))]
-    assert kit_venv not in probe["PATH"] and probe["wcwidth"].startswith(probe["prefix"])
+    kit_venv, prefix = Path(sys.prefix), Path(probe["prefix"])
+    assert not prefix.is_relative_to(kit_venv) and prefix.is_relative_to(image_env.cache_root())
+    # folders, not string prefixes: a cache in /tmp/x-envs is not inside a checkout in /tmp/x
+    kit_folders = (kit_venv, REPO_ROOT)
+    assert not [p for p in probe["path"] if any(Path(p).is_relative_to(k) for k in kit_folders)]
+    assert not [p for p in probe["PATH"].split(os.pathsep) if Path(p).is_relative_to(kit_venv)]
+    assert Path(probe["wcwidth"]).is_relative_to(prefix)
     assert (
         "RUN not executed (Python packages only, no system packages): apt-get update" in logs["job"]
     )

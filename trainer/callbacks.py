@@ -142,13 +142,20 @@ class FaultInjection(keras.callbacks.Callback):
         self.wait_seconds = wait_seconds
         self.marker = posixpath.join(marker_dir, f"fault-injected-{self.task.replace(':', '-')}")
         self._epoch = 0
-        self._step_started = 0.0
+        self._state_before: str | None = None
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._epoch = int(epoch)
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-        self._step_started = time.time()
+        if self._fails_after(int(batch)):
+            self._state_before = self._backup_state()
+
+    def _fails_after(self, batch: int) -> bool:
+        """Whether the fault fires at the end of this batch, or of the epoch it ends."""
+        if self.at_step is not None:
+            return self._epoch * self.steps_per_epoch + batch + 1 == self.at_step
+        return self._epoch + 1 == self.after_epoch and batch + 1 == self.steps_per_epoch
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         step = self._epoch * self.steps_per_epoch + int(batch) + 1
@@ -171,24 +178,35 @@ class FaultInjection(keras.callbacks.Callback):
         os._exit(FAULT_EXIT_CODE)
 
     def _wait_for_backup(self) -> None:
-        """Until the chief's backup state file is newer than this step's start, or a while."""
+        """Until the chief's backup state file differs from what it was as this step began.
+
+        Its content, not its mtime: `tf.io.gfile.stat` gives whole seconds, so a backup
+        written in the second its step began looked older than the step (a CI flake).
+        """
         if self.backup_dir is None:
             time.sleep(2)  # let the other replicas finish writing this epoch's backup
             return
-        # tf_keras's BackupAndRestore keeps the chief's checkpoints in <backup_dir>/chief/.
-        state = posixpath.join(self.backup_dir, "chief", "checkpoint")
         deadline = time.monotonic() + self.wait_seconds
         while time.monotonic() < deadline:
-            if tf.io.gfile.exists(state) and _mtime(state) >= self._step_started:
+            state = self._backup_state()
+            if state is not None and state != self._state_before:
                 return
             time.sleep(0.5)
         log(
             f"task={self.task} no backup appeared in {self.backup_dir} within {self.wait_seconds:g} s"
         )
 
-
-def _mtime(path: str) -> float:
-    return tf.io.gfile.stat(path).mtime_nsec / 1e9
+    def _backup_state(self) -> str | None:
+        """The text of the chief's checkpoint state file (it names each new backup), or None."""
+        if self.backup_dir is None:
+            return None
+        # tf_keras's BackupAndRestore keeps the chief's checkpoints in <backup_dir>/chief/.
+        state = posixpath.join(self.backup_dir, "chief", "checkpoint")
+        try:
+            with tf.io.gfile.GFile(state) as f:
+                return f.read()
+        except tf.errors.NotFoundError:
+            return None
 
 
 def fault_injection_from_env(
