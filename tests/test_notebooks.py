@@ -7,6 +7,7 @@ reference cells, and the tests then read what the notebooks recorded in ``result
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ from lab_runs import (
 from labkit.cloud.settings import Settings
 from labkit.course import lab, plots, views
 from labkit.course.results import load_results, record, require_result
-from trainer.config import args_for
+from trainer.config import args_for, codelab_knobs
 
 CHANCE = 0.2  # five classes
 
@@ -341,8 +342,9 @@ def test_local_knobs_become_trainer_options():
     assert args[args.index("--epochs") + 1] == "1"
     assert args[args.index("--bn-momentum") + 1] == "0.9"
     assert args[args.index("--weights") + 1] == "none"
-    cloud = args_for(**Settings(mode="cloud", project_id="my-project-123").knobs())
-    assert "--bn-momentum" not in cloud and cloud[cloud.index("--image-size") + 1] == "300"
+    cloud = Settings(mode="cloud", project_id="my-project-123").knobs(profile="job")
+    job_args = args_for(**cloud)
+    assert "--bn-momentum" not in job_args and job_args[job_args.index("--image-size") + 1] == "300"
 
 
 def test_cluster_and_job_knobs_keep_the_baselines_global_batch_locally():
@@ -352,10 +354,31 @@ def test_cluster_and_job_knobs_keep_the_baselines_global_batch_locally():
     assert (job["batch_size"], job["steps_per_epoch"]) == (16, 8)  # 8 steps of 2 x 16
     assert (single["epochs"], cluster["epochs"], job["epochs"]) == (2, 2, 1)
     assert local.knobs(profile="job", epochs=4)["epochs"] == 4  # a parameter still wins
-    cloud = Settings(mode="cloud", project_id="my-project-123")
-    assert cloud.knobs(profile="job") == cloud.knobs(profile="cluster") == cloud.knobs()
     with pytest.raises(ValueError, match="profile must be one of"):
         local.knobs(profile="huge")
+
+
+def test_cloud_trains_on_the_workbench_vm_at_its_size_and_at_the_codelabs_on_vertex():
+    """02 and 03 run on the Workbench VM (minutes); only 04's Vertex AI jobs are full size."""
+    cloud = Settings(mode="cloud", project_id="my-project-123")
+    single, cluster, job = (cloud.knobs(profile=p) for p in ("single", "cluster", "job"))
+    assert {k: job[k] for k in codelab_knobs()} == codelab_knobs()
+    assert (job["image_size"], job["batch_size"], job["weights"]) == (300, 64, "imagenet")
+    assert job["steps_per_epoch"] is None and "validation_steps" not in job  # whole splits
+
+    def pixels_per_epoch(knobs: dict, steps: int) -> int:
+        return knobs["image_size"] ** 2 * knobs["batch_size"] * steps
+
+    codelab_epoch = pixels_per_epoch(job, math.ceil(5656 / job["batch_size"]))
+    assert pixels_per_epoch(single, single["steps_per_epoch"]) * 40 < codelab_epoch
+    assert single["validation_steps"] and single["weights"] == cluster["weights"] == "imagenet"
+    # 03's replicas split the baseline's batch: the same global batch and steps as 02
+    assert single["batch_size"] == cluster["batch_size"] * cluster["workers"]
+    assert cluster["steps_per_epoch"] == single["steps_per_epoch"]
+    vm_args = args_for(**single)
+    assert vm_args[vm_args.index("--validation-steps") + 1] == str(single["validation_steps"])
+    full = cloud.knobs(image_size=300, batch_size=64, steps_per_epoch=89)  # the learner's choice
+    assert (full["image_size"], full["batch_size"], full["steps_per_epoch"]) == (300, 64, 89)
 
 
 def test_table_renders_text_and_html():

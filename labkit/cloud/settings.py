@@ -57,8 +57,22 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 
-# Knobs that differ by what a notebook runs, over MODE_DEFAULTS. In the cloud every run uses
-# the codelab's values. Locally (2 cores, ResNet50 from random weights):
+# Knobs that differ by what a notebook runs, over MODE_DEFAULTS.
+#
+# In the cloud, 02 and 03 (and 01's preview) run on the Workbench VM itself, and only 04's
+# Vertex AI jobs ("job") train at the codelab's size. The codelab's size on the VM would be
+# 2 epochs of 89 steps of 64 images at 300x300 (5,656 training images): about 11 times the
+# compute of a step of 32 at 128x128, which took 2.3 s on this kit's 2-core machine (the
+# difference between a 12-step and a 40-step run, measured 2026-12-06), so over an hour of
+# CPU on the default n1-standard-4 (4 vCPUs, 2 physical cores), twice over in 03. The
+# Workbench size trains a slice of the training split, 2 epochs of 20 steps of 32 at
+# 128x128, validated on 10 steps: 02's run with 2 validation steps took 103 s here
+# (bench/measurements.json, workbench_size.single_run; weights "none" cost the same
+# compute as ImageNet's). 03's two replicas take 16 each, so the
+# cluster keeps the baseline's global batch and steps. Parameters still win: IMAGE_SIZE=300,
+# BATCH_SIZE=64 and STEPS_PER_EPOCH=89 (one pass) give the codelab's size on the VM.
+#
+# Locally (2 cores, ResNet50 from random weights):
 # - "cluster" (03, `make train`): 8 per replica, so the default 2 workers keep the
 #   baseline's global batch of 16 and its 32 steps per epoch. With 16 per replica (global
 #   32, 16 steps per epoch) three epochs ended at 0.14, 0.38 and 0.44 validation accuracy
@@ -69,8 +83,17 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
 #   must fit 10 minutes. A full epoch (16 steps) took the job cell 110-130 s and still ended
 #   near chance (0.25 validation accuracy), so the steps bought time, not a better model.
 PROFILES = ("single", "cluster", "job")
+WORKBENCH_SIZE: dict[str, Any] = {
+    "image_size": 128,
+    "batch_size": 32,
+    "steps_per_epoch": 20,
+    "validation_steps": 10,
+}
 PROFILE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "cloud": {},
+    "cloud": {
+        "single": WORKBENCH_SIZE,
+        "cluster": {**WORKBENCH_SIZE, "batch_size": WORKBENCH_SIZE["batch_size"] // 2},
+    },
     "local": {
         "cluster": {"batch_size": 8},
         "job": {"epochs": 1, "steps_per_epoch": 8},
