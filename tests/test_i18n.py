@@ -556,7 +556,7 @@ def test_zh_cn_tables_line_up(zh):
 def test_data_messages_have_translations():
     """Strings the kit translates from data, not literals (the scan above cannot see them):
     the price table's provenance and caveats, the APIs' descriptions, split and run names."""
-    from labkit.cloud import setup_checks
+    from labkit.cloud import permissions, setup_checks
     from labkit.cloud.specs import load_price_table
     from labkit.course import sample
 
@@ -564,6 +564,7 @@ def test_data_messages_have_translations():
     data = [table.source, table.training_read, table.excludes, table.spot]
     data += [table.workbench["read"], table.artifact_registry["read"]]
     data += [api.used_for for api in setup_checks.REQUIRED_APIS]
+    data += [need.step for need in permissions.LAB_NEEDS]
     data += list(sample.SPLITS)  # the rows of the sample's table and the charts' legends
     data += ["codelab", "this run", "baseline"]  # run and resize labels the notebooks pass
     po = {e.msgid: e.msgstr for e in polib.pofile(str(CATALOG)) if e.msgstr}

@@ -156,3 +156,21 @@ def job_output_dir(job: Any, *, settings: Settings | None = None, port: int | No
 def register_image(image_uri: str, build_context: str | Path, settings: Settings) -> dict[str, str]:
     """Tell the local service which folder's Dockerfile stands for ``image_uri``."""
     return control.register_image(settings.emulator_port, image_uri, build_context)
+
+
+def projects_client(settings: Settings, *, state_dir: str | Path | None = None) -> Any:
+    """Resource Manager's `ProjectsClient` for ``settings.mode``: Google's in the cloud (the
+    default credentials); locally the same client on the local platform's endpoint (REST,
+    the session token), which answers `projects.get` and `testIamPermissions` itself."""
+    from google.cloud import resourcemanager_v3
+
+    if settings.mode == "cloud":
+        return resourcemanager_v3.ProjectsClient()
+    from google.oauth2.credentials import Credentials
+
+    token = ensure_local_service(settings, state_dir=state_dir).token
+    return resourcemanager_v3.ProjectsClient(
+        credentials=Credentials(token),
+        client_options={"api_endpoint": settings.api_endpoint},
+        transport="rest",
+    )

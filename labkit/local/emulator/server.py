@@ -14,6 +14,9 @@ Routes (``P``/``L`` = project/location; every query may carry the SDK's
     POST   /v1/projects/P/locations/L/trainingPipelines/ID:cancel   cancel (and its CustomJob)
     DELETE /v1/projects/P/locations/L/trainingPipelines/ID          delete -> long-running operation
     GET    /v1/projects/P/locations/L/operations/OP                 the operation the SDK polls
+    GET    /v3/projects/P                                           Resource Manager projects.get
+    POST   /v3/projects/P:testIamPermissions                        the caller's permissions
+    POST   /labkit/v1/projects/P/caller                             who the token stands for
     GET    /labkit/v1/info                                          pid, port, state dir, images
     GET    /labkit/v1/images, POST /labkit/v1/images                registered build contexts
     GET    /labkit/v1/projects/P/locations/L/{customJobs|trainingPipelines}/ID/logs?tail=N
@@ -229,6 +232,39 @@ def _routes(service: Service) -> list[BaseRoute]:
     return routes
 
 
+def _project_routes(service: Service) -> list[BaseRoute]:
+    """Resource Manager v3's project calls (`labkit.local.emulator.iam`), and the control
+    route that says who the session's token stands for."""
+
+    async def get_project(request: Request) -> Any:
+        return service.iam.get_project(request.path_params["project"])
+
+    async def test_permissions(request: Request) -> Any:
+        body = await _body(request)
+        return await run_in_threadpool(
+            service.iam.test_permissions, request.path_params["project"], body
+        )
+
+    async def set_caller(request: Request) -> Any:
+        body = await _body(request)
+        return await run_in_threadpool(
+            service.iam.set_caller,
+            request.path_params["project"],
+            body.get("member"),
+            body.get("roles"),
+        )
+
+    return [
+        Route(
+            "/v3/projects/{project:rid}:testIamPermissions",
+            _endpoint(test_permissions),
+            methods=["POST"],
+        ),
+        Route("/v3/projects/{project:rid}", _endpoint(get_project), methods=["GET"]),
+        Route("/labkit/v1/projects/{project:rid}/caller", _endpoint(set_caller), methods=["POST"]),
+    ]
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     """Starlette's own 404/405 in Google's error JSON (405: a method this service lacks)."""
     status = getattr(exc, "status_code", 500)
@@ -315,7 +351,10 @@ class GuardedApp:
 def create_app(service: Service, guard: Guard) -> GuardedApp:
     """The app serving ``service`` behind ``guard``: the REST routes, and the console at
     /console."""
-    app = Starlette(routes=_routes(service), exception_handlers={HTTPException: _http_error})
+    app = Starlette(
+        routes=_routes(service) + _project_routes(service),
+        exception_handlers={HTTPException: _http_error},
+    )
     app.state.service = service
 
     # ---- console mount point (issue 16): the local console page (labkit.local.console), built on

@@ -52,6 +52,7 @@ from labkit.local.emulator.errors import (
     failed_precondition,
     invalid_argument,
 )
+from labkit.local.emulator.iam import ProjectIam
 from labkit.local.emulator.store import (
     KINDS,
     TERMINAL_STATES,
@@ -121,6 +122,7 @@ class Service:
         self.grace_seconds = grace_seconds
         self.store = JobStore(self.state_dir)
         self.registry: ImageRegistry = ImageRegistry(self.state_dir / "images.json")
+        self.iam = ProjectIam(self.state_dir / "iam.json")
         self.stopping = threading.Event()
         self._runners: dict[str, JobRunner] = {}
         self._watchers: dict[str, threading.Thread] = {}
