@@ -19,6 +19,7 @@ SLOW_FILES = {
     "test_model_output_dir.py",  # the kit's and the codelab's trainers as processes
     "test_trainer_bad_input.py",  # the trainer as a process on corrupt data
     "test_exercise_notebooks.py",  # notebook 03/04's exercise cells in a kernel
+    "test_sdk_cells.py",  # notebook 04's SDK cells run a 2-replica job from a bare kernel
 }
 # Fixtures that run the whole lab (several minutes): any test using one is slow.
 SLOW_FIXTURES = {"nbval_lab", "other_lab"}

@@ -42,6 +42,7 @@ WRITTEN_AT_RUN_TIME = {
     "job.json": "labkit.local.emulator",
     "server.json": "labkit.local.emulator",
     "images.json": "labkit.local.emulator",
+    "iam.json": "labkit.local.emulator.iam (the local project's number and caller)",
     "sample.json": "labkit.course.sample",
     "settings.json": "labkit.cloud.settings",
     "dataset_info.json": "TFDS, when it prepares a dataset",

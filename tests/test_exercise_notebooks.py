@@ -1,4 +1,5 @@
-"""The exercise cells of notebooks 03 and 04, executed in a real kernel as a learner runs them.
+"""The exercise cells of notebooks 03 and 04 (the trainer, the Dockerfile, the worker pool
+specs), executed in a real kernel as a learner runs them.
 
 Unsolved (``SOLVED = None``, the learner's default): every check cell prints its hint and the
 later cells say what is missing, with no traceback. Solved (``SOLVED = True``, what CI and
@@ -55,14 +56,17 @@ def run_cells(cells: list, prelude: str, cwd: Path) -> dict[str, str]:
 
 
 def prelude(solved: bool | None, run_dir: Path) -> str:
+    """What the cells before the exercises define: 03's imports, 04's settings and knobs (a
+    local project; the worker pool check compares with the kit's specs for them)."""
     return (
         f"SOLVED = {solved!r}\n"
         "from pathlib import Path\n"
+        "from labkit.cloud.settings import Settings\n"
         "from labkit.course import views\n"
         "from trainer import data, distribution\n"
         f"run_dir = Path({str(run_dir)!r})\n"
-        "knobs = {'data_dir': None}\n"
-        "settings = None\n"
+        "settings = Settings(mode='local', project_id='local-project', bucket='exercise-test')\n"
+        "knobs = settings.knobs(profile='job')\n"
     )
 
 
@@ -107,6 +111,8 @@ def test_unsolved_exercises_print_their_hints_not_tracebacks(tmp_path):
     assert "hint: write the four steps" in printed["ex-docker-check"]
     assert "no image to run yet" in printed["ex-docker-run"]
     assert "no job ran" in printed["ex-docker-run-check"]
+    assert "worker_pool_specs: not yet (0 of 6" in printed["ex-pools-check"]
+    assert "hint: worker_pool_specs: has no pools" in printed["ex-pools-check"]
 
 
 @pytest.mark.timeout(600)
@@ -125,6 +131,7 @@ def test_solved_exercises_pass_and_write_the_trainer(tmp_path):
     cells = [c for c in exercise_cells(NB04) if c.id not in TRAINING_CELLS]
     printed = run_cells(cells, prelude(True, run_dir), tmp_path)
     assert "Dockerfile: passed" in printed["ex-docker-check"]
+    assert "worker_pool_specs: passed (6 of 6" in printed["ex-pools-check"]
 
 
 @pytest.mark.parametrize("name", [NB03.name, NB04.name])

@@ -187,6 +187,25 @@ def test_executed_outputs_hold_no_cpp_logging_or_traceback(other_lab):
     assert "resumed from the backup" in index and "<td>WORKERS</td><td>3</td>" in index
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(OTHER_TIMEOUT_S + 120)
+def test_the_lab_screen_holds_the_kits_lines_only_and_the_log_the_rest(other_lab):
+    """Issue 30, item 4: `python -m labkit lab` shows its own progress and results, not
+    TensorFlow's C++ start-up lines or ipykernel's transport warning; those go to the run's
+    log, which the summary names."""
+    from labkit.course.kernel_log import LOG_FILE
+    from labkit.local.supervisor import is_cpp_log_line
+
+    result, run_dir = other_lab["result"], other_lab["run_dir"]
+    screen = (result.stdout + result.stderr).splitlines()
+    foreign = [line for line in screen if is_cpp_log_line(line) or "[IPKernelApp]" in line]
+    assert not foreign, "\n".join(foreign[:10])
+    assert not result.stderr.strip(), result.stderr[-2000:]
+    log = run_dir / LOG_FILE
+    assert f"log: {log}" in result.stdout
+    assert "[IPKernelApp] WARNING" in log.read_text()
+
+
 # --------------------------------------------------------------------------- python -m labkit lab
 
 

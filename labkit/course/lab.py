@@ -218,6 +218,8 @@ def execute(
     """Execute one notebook with papermill into ``run_dir`` and export it to HTML."""
     import papermill
 
+    from labkit.course.kernel_log import LOG_FILE, logging_kernel_manager
+
     out = run_dir / path.name
     started = time.perf_counter()
     status, error = "ok", ""
@@ -230,6 +232,7 @@ def execute(
             cwd=str(path.parent),
             progress_bar=False,
             execution_timeout=timeout,
+            kernel_manager_class=logging_kernel_manager(run_dir / LOG_FILE),
         )
     except papermill.PapermillExecutionError as err:
         status = "failed"
@@ -425,6 +428,14 @@ def format_summary(run: LabRun) -> str:
     lines.append(
         tr("run folder: {run_dir} (executed notebooks and their HTML)").format(run_dir=run.run_dir)
     )
+    from labkit.course.kernel_log import LOG_FILE
+
+    if (run.run_dir / LOG_FILE).is_file():
+        lines.append(
+            tr("log: {path} (the kernels' and TensorFlow's own messages)").format(
+                path=run.run_dir / LOG_FILE
+            )
+        )
     if (run.run_dir / REPORT_FILE).is_file():
         lines.append(
             tr("report: {report} (a one-page summary, links to each)").format(

@@ -43,6 +43,44 @@ def ensure_local_service(
     return control.start(state_dir, settings.emulator_port, wanted)
 
 
+def endpoint_kwargs(
+    settings: Settings, *, ensure_service: bool = True, state_dir: str | Path | None = None
+) -> dict[str, Any]:
+    """What `aiplatform.init` takes beyond project, region and bucket: nothing in the cloud
+    (Google's endpoint, the learner's default credentials); locally the local Vertex AI
+    service's endpoint, the REST transport and the session token as credentials.
+
+    Notebook 04 spreads it into its own literal ``aiplatform.init(...)`` call, so the cell a
+    learner keeps is theirs with ``**LOCAL_ENDPOINT`` empty in the cloud.
+    """
+    if settings.mode == "cloud":
+        settings.check_cloud_ready()
+        return {}
+    from google.oauth2.credentials import Credentials
+
+    if ensure_service:
+        token = ensure_local_service(settings, state_dir=state_dir).token
+    else:
+        token = control.token_for(settings.emulator_port)
+    return {
+        "api_endpoint": settings.api_endpoint,
+        "api_transport": "rest",
+        "credentials": Credentials(token),
+    }
+
+
+def describe_endpoint(endpoint: dict[str, Any]) -> str:
+    """`endpoint_kwargs`'s value in words, for the notebook (the token itself is not shown)."""
+    from labkit.i18n import gettext
+
+    if not endpoint:
+        return gettext(
+            "LOCAL_ENDPOINT is empty: the SDK uses Google's endpoint and your credentials."
+        )
+    shown = {**endpoint, "credentials": gettext("the local service's session token")}
+    return "LOCAL_ENDPOINT: " + ", ".join(f"{key}={value}" for key, value in shown.items())
+
+
 def init_vertex(
     settings: Settings,
     *,
@@ -57,26 +95,11 @@ def init_vertex(
     """
     from google.cloud import aiplatform
 
-    bucket = staging_bucket or settings.bucket_uri
-    if settings.mode == "cloud":
-        settings.check_cloud_ready()
-        aiplatform.init(
-            project=settings.project_id, location=settings.region, staging_bucket=bucket
-        )
-        return
-    from google.oauth2.credentials import Credentials
-
-    if ensure_service:
-        token = ensure_local_service(settings, state_dir=state_dir).token
-    else:
-        token = control.token_for(settings.emulator_port)
     aiplatform.init(
         project=settings.project_id,
         location=settings.region,
-        staging_bucket=bucket,
-        credentials=Credentials(token),
-        api_endpoint=settings.api_endpoint,
-        api_transport="rest",
+        staging_bucket=staging_bucket or settings.bucket_uri,
+        **endpoint_kwargs(settings, ensure_service=ensure_service, state_dir=state_dir),
     )
 
 

@@ -1,4 +1,5 @@
-"""Exercises: the learner writes the MWMS trainer (notebook 03) and its Dockerfile (04).
+"""Exercises: the learner writes the MWMS trainer (notebook 03), its Dockerfile and the
+job's ``worker_pool_specs`` (04, `labkit.course.exercises.pools`).
 
 One source for every edition of the notebooks: an exercise cell holds the learner's code
 (blank at first), the check cell after it calls `check`, which runs that code on the cases
@@ -16,7 +17,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from labkit.course.exercises import checks, dockerfile
+from labkit.course.exercises import checks, dockerfile, pools
 from labkit.course.exercises.checks import Outcome
 from labkit.course.exercises.compare import side_by_side
 from labkit.course.exercises.trainer import check_run, run_trainer, write_trainer
@@ -27,6 +28,7 @@ __all__ = [
     "check_run",
     "dockerfile",
     "names",
+    "pools",
     "run_trainer",
     "show_kit",
     "show_solution",
