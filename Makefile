@@ -1,6 +1,8 @@
 # One entry point. `make lab` runs the lab on the local default; `make test` runs every test.
 # Both create .venv and install the pinned dependencies first, once: the stamp file is
 # rebuilt only when pyproject.toml changes, so a warm machine skips straight to the work.
+# The stamp also registers the '$(KERNEL)' Jupyter kernel inside .venv (the one the notebooks
+# name); papermill, nbval and `labkit lab` ask for the running Python's own kernel instead.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -20,7 +22,7 @@ help:
 	@echo "make test     run every test (unit, multi-process, local Vertex AI service, notebooks)"
 	@echo "make train    only the 2-worker training on the sample, through labkit cluster"
 	@echo "make bench    benchmarks against the codelab's own code (bench/results/latest.json)"
-	@echo "make jupyter  JupyterLab on notebooks/ with the '$(KERNEL)' kernel"
+	@echo "make jupyter  JupyterLab on notebooks/ with the '$(KERNEL)' kernel (EDITION=zh-CN: in Chinese)"
 	@echo "make test-fast  the tests not marked slow (no training, no multi-process cluster; < 3 min)"
 	@echo "make lint     ruff on code and notebooks, nbqa ruff, nbstripout --verify, labkit.course.nbcheck"
 
@@ -30,6 +32,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python ($(KERNEL))"
 	touch $(STAMP)
 
 # Debian's chromium for the console page's browser tests and screenshots (apt-get, once).
@@ -51,9 +54,10 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# JupyterLab on the edition's folder, its menus in the edition's language, the news prompt off
+# (labkit/course/jupyterlab.py); the notebooks open in the '$(KERNEL)' kernel the stamp registers.
 jupyter: $(STAMP)
-	$(BIN)/python -m ipykernel install --user --name $(KERNEL) --display-name "Python ($(KERNEL))"
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/python -m labkit jupyter --lang $(EDITION)
 
 # ruff lints the code and, cell by cell, the notebooks' code cells; nbqa runs ruff on each
 # notebook as one script (its options: pyproject.toml [tool.nbqa.addopts]). Then nbstripout:

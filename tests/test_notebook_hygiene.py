@@ -48,7 +48,22 @@ def test_all_six_notebooks_exist_and_are_valid():
     for path in PATHS:
         nb = load(path)
         nbformat.validate(nb)
-        assert nb.metadata["kernelspec"]["name"] == "python3", path.name
+
+
+def test_every_notebook_opens_in_the_kits_kernel():
+    """JupyterLab and Workbench start a notebook in the kernel its metadata names: the one
+    `make venv` and the README register, under the conda environment's name."""
+    from labkit.cloud.setup_checks import KIT_ENV_NAME
+
+    makefile = (NOTEBOOK_DIR.parent / "Makefile").read_text()
+    assert re.search(rf"^KERNEL := {KIT_ENV_NAME}$", makefile, re.M)
+    for path in [*PATHS, *sorted((NOTEBOOK_DIR / "zh-CN").glob("*.ipynb"))]:
+        spec = load(path).metadata["kernelspec"]
+        assert spec == {
+            "name": KIT_ENV_NAME,
+            "display_name": f"Python ({KIT_ENV_NAME})",
+            "language": "python",
+        }, path
 
 
 def test_only_reference_cells_keep_outputs(notebook_path):
