@@ -38,6 +38,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "labkit.course.durations",
         "check the docs' durations against bench/measurements.json; record or refresh them",
     ),
+    "jupyter": (
+        "labkit.course.jupyterlab",
+        "JupyterLab on one edition, in its language (jupyter --lang zh-CN)",
+    ),
     "i18n": ("labkit.i18n.cli", "the zh-CN edition: sync notebooks, list stale translations"),
 }
 

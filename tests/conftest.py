@@ -20,6 +20,7 @@ SLOW_FILES = {
     "test_trainer_bad_input.py",  # the trainer as a process on corrupt data
     "test_exercise_notebooks.py",  # notebook 03/04's exercise cells in a kernel
     "test_sdk_cells.py",  # notebook 04's SDK cells run a 2-replica job from a bare kernel
+    "test_jupyterlab.py",  # notebook 03 run cell by cell in JupyterLab, in Chromium
 }
 # Fixtures that run the whole lab (several minutes): any test using one is slow.
 SLOW_FIXTURES = {"nbval_lab", "other_lab"}

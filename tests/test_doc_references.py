@@ -48,6 +48,7 @@ WRITTEN_AT_RUN_TIME = {
     "dataset_info.json": "TFDS, when it prepares a dataset",
     "owner.lock": "trainer.data (cache folders)",
     "index.html": "labkit.course.lab.write_report (the run folder's report page)",
+    "overrides.json": "labkit.course.jupyterlab.write_settings (JupyterLab's settings)",
 }
 THIS_FILE = "tests/test_doc_references.py"
 CONFIG_SUFFIXES = {".yml", ".yaml", ".toml", ".cfg"}

@@ -19,6 +19,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from labkit.i18n import gettext
+
 PASS, FAIL = "✓", "✗"
 
 
@@ -32,16 +34,19 @@ class Outcome:
     hint: str = ""
     unit: str = "cases"
 
+    def _unit_word(self) -> str:
+        return gettext("checks") if self.unit == "checks" else gettext("cases")
+
     def __str__(self) -> str:
         right = sum(line.startswith(PASS) for line in self.lines)
         head = (
-            f"{self.name}: passed ({right} of {len(self.lines)} {self.unit} right)"
+            gettext("{name}: passed ({right} of {total} {unit} right)")
             if self.passed
-            else f"{self.name}: not yet ({right} of {len(self.lines)} {self.unit} right)"
-        )
+            else gettext("{name}: not yet ({right} of {total} {unit} right)")
+        ).format(name=self.name, right=right, total=len(self.lines), unit=self._unit_word())
         body = [head, *(f"  {line}" for line in self.lines)]
         if not self.passed and self.hint:
-            body.append(f"hint: {self.hint}")
+            body.append(gettext("hint: {hint}").format(hint=self.hint))
         return "\n".join(body)
 
 
@@ -57,7 +62,7 @@ def call(fn: Any, *args: Any) -> tuple[Any, str | None]:
 
 def _describe(value: Any) -> str:
     if value is None:
-        return "None (is the body still `...` or `pass`? `return` the answer)"
+        return gettext("None (is the body still `...` or `pass`? `return` the answer)")
     return repr(value)
 
 
@@ -268,24 +273,30 @@ def check_create_strategy(fn: Callable) -> Outcome:
     if problem is None and not isinstance(value, tf.distribute.MultiWorkerMirroredStrategy):
         kind = type(value).__name__
         if value is None:
-            problem = f"returned {_describe(value)}"
+            problem = gettext("returned {value}").format(value=_describe(value))
         elif isinstance(value, tf.distribute.MirroredStrategy):
-            problem = "returned a MirroredStrategy: it uses the devices of one machine only"
+            problem = gettext(
+                "returned a MirroredStrategy: it uses the devices of one machine only"
+            )
         elif isinstance(value, tf.distribute.Strategy):
-            problem = f"returned a {kind}: that is not the strategy for several workers"
+            problem = gettext("returned a {kind}: that is not the strategy for several workers")
+            problem = problem.format(kind=kind)
         else:
-            problem = f"returned {kind} {value!r}, not a strategy"
-    lines = [
-        f"{PASS if problem is None else FAIL} no TF_CONFIG (this notebook): "
-        + (
-            f"MultiWorkerMirroredStrategy, {value.num_replicas_in_sync} replica"
-            if problem is None
-            else problem
-        )
-    ]
+            problem = gettext("returned {kind} {value}, not a strategy").format(
+                kind=kind, value=repr(value)
+            )
+    found = (
+        gettext("MultiWorkerMirroredStrategy, {n} replica").format(n=value.num_replicas_in_sync)
+        if problem is None
+        else problem
+    )
+    lines = [f"{PASS if problem is None else FAIL} " + gettext("no TF_CONFIG (this notebook)")
+             + f": {found}"]  # fmt: skip
     hint = (
-        f"{problem}. Expected: a tf.distribute.MultiWorkerMirroredStrategy (it reads TF_CONFIG "
-        "itself; the 2-worker run below checks it in a real cluster)."
+        gettext(
+            "{problem}. Expected: a tf.distribute.MultiWorkerMirroredStrategy (it reads "
+            "TF_CONFIG itself; the 2-worker run below checks it in a real cluster)."
+        ).format(problem=problem)
         if problem
         else ""
     )
