@@ -222,9 +222,49 @@ def test_every_english_notebook_has_a_zh_cn_edition_with_identical_code():
         nbformat.validate(zh)
         problems = notebooks.structure_problems(en, zh)
         assert not problems, f"{path.stem}: {problems}; run `python -m labkit i18n sync`"
-        assert [c.source for c in en.cells if c.cell_type == "code"] == [
-            c.source for c in zh.cells if c.cell_type == "code"
-        ]
+        assert [
+            notebooks.code_fingerprint(c.source) for c in en.cells if c.cell_type == "code"
+        ] == [notebooks.code_fingerprint(c.source) for c in zh.cells if c.cell_type == "code"]
+
+
+def test_zh_cn_parameters_and_exercise_cells_read_in_chinese():
+    """What a Chinese learner reads and edits in a code cell, the comments of the parameters
+    cells and the exercises' docstrings, is Chinese; the code around it is the English."""
+    for path in notebooks.english_notebooks():
+        zh = nbformat.read(str(notebooks.edition_dir("zh-CN") / path.name), as_version=4)
+        for cell in zh.cells:
+            tags = cell.metadata.get("tags", [])
+            if cell.cell_type == "code" and ({"parameters", "exercise"} & set(tags)):
+                comments = [ln.split("#", 1)[1] for ln in cell.source.splitlines() if "#" in ln]
+                assert any(re.search(r"[\u4e00-\u9fff]", c) for c in comments) or re.search(
+                    r'"""[^"]*[\u4e00-\u9fff]', cell.source
+                ), f"{path.stem} cell {cell.id} ({tags}) is not translated"
+
+
+def test_a_changed_token_in_a_translated_code_cell_is_named(tmp_path):
+    """Comments and docstrings may differ between the editions, one token may not: the
+    drift check names the cell, and storing such a "translation" is refused."""
+    en_dir = _copy_lab(tmp_path)
+    zh_path = en_dir / "zh-CN" / "03_mwms_trainer.ipynb"
+    en = nbformat.read(str(en_dir / "03_mwms_trainer.ipynb"), as_version=4)
+    exercise = next(c for c in en.cells if c.get("id") == "ex-strategy")
+    commented = exercise.source.replace('"""', '"""已翻译的说明。', 1) + "\n# 一行中文注释"
+    notebooks.record_translations("03", {"ex-strategy": (None, commented)}, en_dir=en_dir)
+    zh = nbformat.read(str(zh_path), as_version=4)
+    assert notebooks.structure_problems(en, zh) == []
+
+    def change_a_token(nb, cell):
+        cell.source = cell.source.replace("...", "return None")
+
+    _edit(zh_path, "ex-strategy", change_a_token)
+    problems = notebooks.structure_problems(en, nbformat.read(str(zh_path), as_version=4))
+    assert [(p[1], p[2].split(":")[0]) for p in problems] == [
+        ("ex-strategy", "code differs (comments and docstrings aside)")
+    ]
+    with pytest.raises(ValueError, match="ex-strategy: the translation changes the code"):
+        notebooks.record_translations(
+            "03", {"ex-strategy": (None, commented.replace("...", "pass"))}, en_dir=en_dir
+        )
 
 
 def test_every_zh_cn_text_cell_translates_the_current_english():

@@ -9,7 +9,12 @@ The English notebooks in ``notebooks/`` are the single source of code. ``sync`` 
   ``{"i18n": {"source_id": ..., "source_sha": ...}}``, the hash of the English text it
   translates. When the English cell changes, the hash no longer matches and ``stale`` names
   the cell; a new English cell gets the English text with ``source_sha: null`` until someone
-  translates it.
+  translates it;
+* a code cell with comments or docstrings (what a learner reads in the parameters and
+  exercise cells) is translated the same way, but only its comments and docstrings: the
+  stored translation is used only while its code, read without them (`code_fingerprint`),
+  is the English cell's. When the English code changes, the edition gets the English cell
+  (the code must run as written) and ``stale`` names it until it is translated again.
 
 A translation survives a cell being re-created under another id as long as the English text
 is the same (matched by hash). Workflow: ``python -m labkit i18n sync``, translate the cells
@@ -91,13 +96,81 @@ class SyncReport:
         return out
 
 
+def _parse_cell(source: str) -> Any | None:
+    """The cell's Python tree (IPython's own transformer turns magics such as ``%pip`` and
+    ``!ls`` into Python first), or None when it does not parse."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return None
+
+
+def _strip_docstrings(tree: Any) -> int:
+    """Remove the docstrings of the module, its classes and functions; return how many."""
+    import ast
+
+    removed = 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = node.body[0] if node.body else None
+        if (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        ):
+            node.body = node.body[1:] or [ast.Pass()]
+            removed += 1
+    return removed
+
+
+def code_fingerprint(source: str) -> str:
+    """A code cell's code without its comments and docstrings (its parsed tree), so that two
+    editions are compared token for token on what runs; source that does not parse is
+    compared as text."""
+    import ast
+
+    tree = _parse_cell(source)
+    if tree is None:
+        return source
+    _strip_docstrings(tree)
+    return ast.dump(tree)
+
+
+def _has_comment(source: str) -> bool:
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return "#" in source
+    return any(t.type == tokenize.COMMENT for t in tokens)
+
+
+def reads_for_a_person(cell: Any) -> bool:
+    """Whether a cell holds text a translator translates: markdown, or a code cell with a
+    comment or a docstring."""
+    if cell.cell_type in TRANSLATED:
+        return True
+    if cell.cell_type != "code":
+        return False
+    source = _cell_source(cell)
+    tree = _parse_cell(source)
+    return _has_comment(source) or (tree is not None and _strip_docstrings(tree) > 0)
+
+
 def _translations(nb: Any | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The stored translations of a zh-CN notebook, by English cell id and by English hash."""
     by_id: dict[str, Any] = {}
     by_sha: dict[str, Any] = {}
     for cell in nb.cells if nb is not None else []:
         meta = cell.get("metadata", {}).get(META_KEY)
-        if cell.cell_type not in TRANSLATED or not meta:
+        if not meta:
             continue
         by_id[meta.get("source_id") or cell.get("id")] = cell
         if meta.get("source_sha"):
@@ -105,44 +178,70 @@ def _translations(nb: Any | None) -> tuple[dict[str, Any], dict[str, Any]]:
     return by_id, by_sha
 
 
+@dataclasses.dataclass
+class _Store:
+    """The previous edition's translations while one notebook is built (each used once)."""
+
+    by_id: dict[str, Any]
+    by_sha: dict[str, Any]
+    used: set[int] = dataclasses.field(default_factory=set)
+
+    def take(self, cell: Any, sha: str) -> Any | None:
+        """The stored translation of ``cell``: the same id, else the same English text."""
+        exact = self.by_id.get(cell.id)
+        if exact is None or exact["metadata"][META_KEY].get("source_sha") != sha:
+            exact = self.by_sha.get(sha) or exact
+        if exact is None or id(exact) in self.used or exact.cell_type != cell.cell_type:
+            return None  # the same text twice: one translation each
+        self.used.add(id(exact))
+        return exact
+
+
+def _translated_cell(cell: Any, store: _Store) -> tuple[Any, str]:
+    """The edition's cell for an English cell a person reads, and its state. A code cell
+    keeps its translated comments only while its code is the English cell's."""
+    import nbformat
+
+    text = _cell_source(cell)
+    sha = source_hash(text)
+    stored = store.take(cell, sha)
+    recorded = None if stored is None else stored["metadata"][META_KEY].get("source_sha")
+    translated = text if stored is None else stored.source
+    state = "ok" if recorded == sha else ("untranslated" if recorded is None else "stale")
+    if cell.cell_type == "code":
+        new = copy.deepcopy(cell)
+        if code_fingerprint(translated) != code_fingerprint(text):
+            translated, state = text, ("untranslated" if recorded is None else "stale")
+        new.source = translated
+    else:
+        new = nbformat.v4.new_markdown_cell(translated)
+        new.id = cell.id
+        new.metadata = copy.deepcopy(cell.metadata)
+        if cell.get("attachments"):
+            new.attachments = copy.deepcopy(cell.attachments)
+    new.metadata[META_KEY] = {"source_id": cell.id, "source_sha": recorded}
+    return new, state
+
+
 def build(english: Any, previous: Any | None, name: str) -> tuple[Any, list[CellState], list[str]]:
     """The zh-CN notebook for an English one, keeping ``previous``'s translations."""
     import nbformat
 
-    by_id, by_sha = _translations(previous)
-    used: set[int] = set()
+    store = _Store(*_translations(previous))
     out = nbformat.v4.new_notebook()
     out.metadata = copy.deepcopy(english.metadata)
     states = []
     for index, cell in enumerate(english.cells):
-        if cell.cell_type not in TRANSLATED:
+        if not reads_for_a_person(cell):
             out.cells.append(copy.deepcopy(cell))
             continue
-        text = _cell_source(cell)
-        sha = source_hash(text)
-        exact = by_id.get(cell.id)
-        if exact is None or exact["metadata"][META_KEY].get("source_sha") != sha:
-            exact = by_sha.get(sha) or exact
-        if exact is not None and id(exact) in used:  # the same text twice: one translation each
-            exact = None
-        if exact is None:
-            recorded, translated = None, text
-        else:
-            used.add(id(exact))
-            recorded, translated = exact["metadata"][META_KEY].get("source_sha"), exact.source
-        state = "ok" if recorded == sha else ("untranslated" if recorded is None else "stale")
-        new = nbformat.v4.new_markdown_cell(translated)
-        new.id = cell.id
-        new.metadata = copy.deepcopy(cell.metadata)
-        new.metadata[META_KEY] = {"source_id": cell.id, "source_sha": recorded}
-        if cell.get("attachments"):
-            new.attachments = copy.deepcopy(cell.attachments)
+        new, state = _translated_cell(cell, store)
         out.cells.append(new)
-        states.append(CellState(name, index, cell.id, state, text))
+        states.append(CellState(name, index, cell.id, state, _cell_source(cell)))
     dropped = [
         key
-        for key, cell in by_id.items()
-        if id(cell) not in used and key not in english_ids(english)
+        for key, cell in store.by_id.items()
+        if id(cell) not in store.used and key not in english_ids(english)
     ]
     return out, states, dropped
 
@@ -212,7 +311,7 @@ def status(lang: str = "zh-CN", en_dir: Path = EN_DIR) -> list[CellState]:
             states += [
                 CellState(path.stem, i, c.id, "missing-notebook", _cell_source(c))
                 for i, c in enumerate(english.cells)
-                if c.cell_type in TRANSLATED
+                if reads_for_a_person(c)
             ]
             continue
         edition = _read(target)
@@ -230,7 +329,8 @@ def stale(lang: str = "zh-CN", en_dir: Path = EN_DIR) -> list[CellState]:
 
 def structure_problems(english: Any, edition: Any) -> list[tuple[int, str, str]]:
     """Cells where the edition differs from the English notebook in anything but translated
-    text: (index, id, what). Code cells must be identical, source and tags and outputs."""
+    text: (index, id, what). Code cells must be identical (tags, outputs, and the code token
+    for token), but for the translation of their comments and docstrings."""
     problems = []
     if len(english.cells) != len(edition.cells):
         problems.append((-1, "-", f"{len(edition.cells)} cells, English has {len(english.cells)}"))
@@ -239,9 +339,35 @@ def structure_problems(english: Any, edition: Any) -> list[tuple[int, str, str]]
             problems.append(
                 (index, en.get("id"), f"cell differs: {en.cell_type} vs {ed.cell_type}")
             )
-        elif en.cell_type not in TRANSLATED and not _same(en, ed):
-            problems.append((index, en.get("id"), f"code differs: {_cell_source(en)[:60]!r}"))
+        elif en.cell_type not in TRANSLATED:
+            problem = _code_difference(en, ed)
+            if problem:
+                problems.append((index, en.get("id"), problem))
     return problems
+
+
+def _code_difference(english: Any, edition: Any) -> str:
+    """What differs between two editions of a code cell, beyond translated comments and
+    docstrings ("" when nothing does)."""
+    if code_fingerprint(_cell_source(english)) != code_fingerprint(_cell_source(edition)):
+        return f"code differs (comments and docstrings aside): {_cell_source(english)[:60]!r}"
+    bare_en, bare_ed = (copy.deepcopy(c) for c in (english, edition))
+    for bare in (bare_en, bare_ed):
+        bare.pop("source", None)
+        bare.get("metadata", {}).pop(META_KEY, None)
+    if not _same(bare_en, bare_ed):
+        return f"cell differs in tags, outputs or metadata: {_cell_source(english)[:60]!r}"
+    return ""
+
+
+def _refuse_changed_code(where: str, translation: str, english: Any) -> None:
+    """Refuse a code cell's translation that changes more than comments and docstrings, before
+    anything is written: the edition's code must run as the English cell's does."""
+    if code_fingerprint(translation) != code_fingerprint(_cell_source(english)):
+        raise ValueError(
+            f"{where}: the translation changes the code, not only its comments and docstrings;"
+            " translate those and keep every other token"
+        )
 
 
 def record_translations(
@@ -261,11 +387,13 @@ def record_translations(
     path = edition_dir(lang, en_dir) / f"{report.notebook}.ipynb"
     english = {c.id: c for c in _read(en_dir / path.name).cells}
     nb = _read(path)
-    cells = {c.get("id"): c for c in nb.cells if c.cell_type in TRANSLATED}
+    cells = {c.get("id"): c for c in nb.cells if reads_for_a_person(c)}
     for cell_id, (sha, text) in translations.items():
         if cell_id not in cells:
             raise KeyError(f"{path.name} has no text cell with id {cell_id!r}")
         cell = cells[cell_id]
+        if text is not None and cell.cell_type == "code":
+            _refuse_changed_code(f"{path.name} cell {cell_id}", text, english[cell_id])
         if text is not None:
             cell.source = text
         current = source_hash(_cell_source(english[cell_id]))
