@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from labkit import i18n
+from labkit.cloud.settings import Settings
 from labkit.course import exercises
-from labkit.course.exercises import checks, compare, dockerfile, solutions, trainer
+from labkit.course.exercises import checks, compare, dockerfile, pools, solutions, trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 CODELAB_DOCKERFILE = """\
@@ -182,6 +184,87 @@ def test_show_solution_is_the_solutions_source():
     shown = repr(exercises.show_solution("_is_chief"))
     assert shown.startswith("def _is_chief(task_type, task_id, cluster_spec):")
     assert 'cluster_spec.get("chief")' in shown
+
+
+# --------------------------------------------------------------------------- zh-CN edition
+
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+# The first thing a learner often writes, wrong, for each exercise.
+WRONG_ANSWERS = {
+    "_is_chief": "return task_type == 'chief'",
+    "_get_temp_dir": "return dirpath",
+    "write_filepath": "return filepath",
+    "create_strategy": "return tf.distribute.MirroredStrategy()",
+    "create_model_in_scope": "return create_model(number_of_classes)",
+    "global_batch": "return per_replica_batch_size",
+    "data_options": "return tf.data.Options()",
+}
+
+
+def _answers_and_checks(name: str) -> list:
+    """(answer, check) pairs for one exercise: the blank cell and typical wrong answers."""
+    import tensorflow as tf
+
+    if name == "worker_pool_specs":
+        settings = Settings(mode="local", project_id="local-project", bucket="zh-check")
+        knobs = settings.knobs(profile="job")
+        kit = pools.solution(settings, knobs)
+        chief_twice = [{**kit[0], "replica_count": 2}, *kit[1:]]
+        placeholder = [
+            {**p, "container_spec": {**p["container_spec"], "image_uri": "gcr.io/$PROJECT_ID/x"}}
+            for p in kit
+        ]
+        expected = pools.expected_from(kit)
+        return [(v, lambda v: pools.review(v, expected)) for v in ([], chief_twice, placeholder)]
+    bodies = ["...", WRONG_ANSWERS[name]]
+    fns = [make_function(name, body, {"tf": tf}) for body in bodies]
+    return [(fn, checks.CHECKS[name]) for fn in fns]
+
+
+def _same_run(text: str) -> str:
+    return re.sub(r"/tmp/tmp\w+", "TMP", text)  # each check writes in a new temporary folder
+
+
+@pytest.mark.parametrize("name", [*SIGNATURES, "worker_pool_specs"])
+def test_zh_cn_outcomes_and_hints_are_chinese_and_english_is_unchanged(name):
+    for answer, check in _answers_and_checks(name):
+        english = check(answer)
+        with i18n.using("zh-CN"):
+            chinese = check(answer)
+            text = str(chinese)  # the head and "hint" are words of the edition it prints in
+        assert not english.passed and not chinese.passed
+        assert _same_run(str(check(answer))) == _same_run(str(english))  # no edition leaks
+        assert not CHINESE.search(str(english)), str(english)
+        assert f"{english.name}: not yet (" in str(english) and "\nhint: " in str(english)
+        assert text.startswith(f"{name}：尚未通过（") and "\n提示：" in text, text
+        assert len(chinese.lines) == len(english.lines)
+        for line in chinese.lines:  # the case in Chinese; after the colon what went wrong, or
+            case, _, found = line[2:].partition("：")  # on a passed case the value (code)
+            assert CHINESE.search(case), line
+            assert line.startswith(checks.PASS) or not found or CHINESE.search(found), line
+        assert CHINESE.search(chinese.hint), chinese.hint
+        named = re.match(r"case '(.+?)' \(", english.hint)
+        if named:  # the hint names the failing case, in the edition's words
+            zh_case = i18n.gettext(named.group(1), "zh-CN")
+            assert CHINESE.search(zh_case) and chinese.hint.startswith(f"用例“{zh_case}”（")
+            assert "应为" in chinese.hint
+    if name == "worker_pool_specs":  # the validator's own words are still English (README)
+        assert "worker_pool_specs：has no pools. 修复方法：add pool 0" in _zh_pools_hint(0)
+
+
+def _zh_pools_hint(index: int) -> str:
+    answer, check = _answers_and_checks("worker_pool_specs")[index]
+    with i18n.using("zh-CN"):
+        return check(answer).hint
+
+
+def test_messages_the_checks_translate_from_data_are_in_the_catalog():
+    """Case names, their reasons and the shard policies' texts go through gettext at check
+    time, not as literals (the catalog scan in test_i18n cannot see them)."""
+    data = [t for c in checks.cluster_cases() for t in (c.name, c.why)]
+    data += list(checks.SHARD_POLICY_HINTS.values())
+    untranslated = [m for m in data if i18n.gettext(m, "zh-CN") == m]
+    assert untranslated == [], "add these to the zh-CN catalog"
 
 
 # --------------------------------------------------------------------------- the file

@@ -5,7 +5,8 @@ and cluster that `strategy.cluster_resolver` returns for the TF_CONFIG Vertex AI
 (built by `labkit.local.vertex_env`, read back by TensorFlow's own `TFConfigClusterResolver`), and
 returns an `Outcome`: one line per case, and a hint naming the first case that failed and
 what was expected. A blank body (``...``), a stub (``return True``) or code that raises
-gives a failed outcome with a hint, never a traceback.
+gives a failed outcome with a hint, never a traceback. Lines and hints are in the edition
+active when the check runs (`labkit.i18n.gettext`, English text as the message id).
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ class Outcome:
 def call(fn: Any, *args: Any) -> tuple[Any, str | None]:
     """``fn(*args)`` and None, or None and the error as one line (no traceback)."""
     if not callable(fn):
-        return None, f"{fn!r} is not a function"
+        return None, gettext("{fn} is not a function").format(fn=repr(fn))
     try:
         return fn(*args), None
     except Exception as err:  # the learner's code may raise anything: report, don't crash
-        return None, f"raised {type(err).__name__}: {err}"
+        return None, gettext("raised {kind}: {error}").format(kind=type(err).__name__, error=err)
 
 
 def _describe(value: Any) -> str:
@@ -66,12 +67,31 @@ def _describe(value: Any) -> str:
     return repr(value)
 
 
+def _line(ok: bool, case: str, result: str) -> str:
+    """One case's line: its mark, the case (in the edition's words) and what was found."""
+    mark = PASS if ok else FAIL
+    return f"{mark} " + gettext("{case}: {result}").format(case=case, result=result)
+
+
+def _got_expected(got: Any, expected: Any) -> str:
+    return gettext("got {got}, expected {expected}").format(got=got, expected=expected)
+
+
+def _case_hint(case: str, args: str, problem: str, expected: str) -> str:
+    return gettext("case '{case}' ({args}): {problem}. Expected: {expected}.").format(
+        case=case, args=args, problem=problem, expected=expected
+    )
+
+
 # --------------------------------------------------------------------------- cluster cases
 
 
 @dataclasses.dataclass(frozen=True)
 class ClusterCase:
-    """What `strategy.cluster_resolver` gives one replica, and whether it is the chief."""
+    """What `strategy.cluster_resolver` gives one replica, and whether it is the chief.
+
+    ``name`` and ``why`` are English, the catalog's message ids: checks show them through
+    ``gettext`` when they print them, in the edition of that moment."""
 
     name: str
     task_type: str | None
@@ -153,14 +173,17 @@ def check_is_chief(fn: Callable) -> Outcome:
         value, error = call(fn, case.task_type, case.task_id, case.cluster_spec)
         ok = error is None and isinstance(value, bool) and value == case.chief
         got = error or _describe(value)
-        lines.append(
-            f"{PASS if ok else FAIL} {case.name}: "
-            + (f"{value}" if ok else f"got {got}, expected {case.chief}")
-        )
+        name = gettext(case.name)
+        lines.append(_line(ok, name, f"{value}" if ok else _got_expected(got, case.chief)))
         if not ok and not hint:
-            hint = (
-                f"case '{case.name}' ({_case_args(case)}): expected {case.chief}, got {got}. "
-                f"Why: {case.why}."
+            hint = gettext(
+                "case '{case}' ({args}): expected {expected}, got {got}. Why: {why}."
+            ).format(
+                case=name,
+                args=_case_args(case),
+                expected=case.chief,
+                got=got,
+                why=gettext(case.why),
             )
     return Outcome("_is_chief", not hint, lines, hint)
 
@@ -168,6 +191,24 @@ def check_is_chief(fn: Callable) -> Outcome:
 def _inside(path: str, folder: str) -> bool:
     path, folder = os.path.normpath(path), os.path.normpath(folder)
     return path != folder and os.path.commonpath([path, folder]) == folder
+
+
+def _temp_dir_problem(value: Any, dirpath: str) -> str | None:
+    """What is wrong with one worker's returned folder on its own (None: nothing)."""
+    if not isinstance(value, (str, os.PathLike)):
+        return gettext("returned {value}; return the folder's path").format(value=_describe(value))
+    value = os.fspath(value)
+    if os.path.normpath(value) == os.path.normpath(dirpath):
+        return gettext("returned dirpath itself: the worker would write over the chief's files")
+    if not _inside(value, dirpath):
+        return gettext("returned {value}, which is not inside dirpath {dirpath}").format(
+            value=repr(value), dirpath=repr(dirpath)
+        )
+    if not os.path.isdir(value):
+        return gettext("{value} does not exist: create it (tf.io.gfile.makedirs)").format(
+            value=repr(value)
+        )
+    return None
 
 
 def check_get_temp_dir(fn: Callable) -> Outcome:
@@ -179,35 +220,67 @@ def check_get_temp_dir(fn: Callable) -> Outcome:
         seen: dict[str, str] = {}
         for case in non_chiefs:
             value, error = call(fn, dirpath, case.task_id)
-            problem = error
-            if problem is None and not isinstance(value, (str, os.PathLike)):
-                problem = f"returned {_describe(value)}; return the folder's path"
-            elif problem is None:
+            problem = error or _temp_dir_problem(value, dirpath)
+            if problem is None:
                 value = os.fspath(value)
-                if os.path.normpath(value) == os.path.normpath(dirpath):
-                    problem = (
-                        "returned dirpath itself: the worker would write over the chief's files"
-                    )
-                elif not _inside(value, dirpath):
-                    problem = f"returned {value!r}, which is not inside dirpath {dirpath!r}"
-                elif not os.path.isdir(value):
-                    problem = f"{value!r} does not exist: create it (tf.io.gfile.makedirs)"
             key = f"{case.task_type}:{case.task_id}"
             if problem is None and value in seen and seen[value] != key:
-                problem = f"{value!r} is also the folder of {seen[value]}: each worker needs its own (use task_id)"
+                problem = gettext(
+                    "{value} is also the folder of {other}: each worker needs its own (use task_id)"
+                ).format(value=repr(value), other=seen[value])
             if problem is None:
                 seen[value] = key
-            lines.append(
-                f"{PASS if problem is None else FAIL} {case.name}: "
-                + (os.path.relpath(value, tmp) if problem is None else problem)
-            )
+            name = gettext(case.name)
+            shown = os.path.relpath(value, tmp) if problem is None else problem
+            lines.append(_line(problem is None, name, shown))
             if problem and not hint:
-                hint = (
-                    f"case '{case.name}' (dirpath={dirpath!r}, task_id={case.task_id!r}): {problem}. "
-                    "Expected: a new folder inside dirpath, named after task_id, so that every "
-                    "worker has its own, e.g. dirpath/workertemp_1."
+                args = f"dirpath={dirpath!r}, task_id={case.task_id!r}"
+                expected = gettext(
+                    "a new folder inside dirpath, named after task_id, so that every worker has "
+                    "its own, e.g. dirpath/workertemp_1"
                 )
+                hint = _case_hint(name, args, problem, expected)
     return Outcome("_get_temp_dir", not hint, lines, hint)
+
+
+def _filepath_problem(value: Any, filepath: str, chief: bool) -> str | None:
+    """What is wrong with one replica's returned save path on its own (None: nothing)."""
+    if not isinstance(value, (str, os.PathLike)):
+        return gettext("returned {value}; return the path to save to").format(
+            value=_describe(value)
+        )
+    value = os.fspath(value)
+    same = os.path.normpath(value) == os.path.normpath(filepath)
+    if chief and not same:
+        return gettext("returned {value}: the chief must save to filepath itself").format(
+            value=repr(value)
+        )
+    if not chief and same:
+        return gettext(
+            "returned filepath: this worker is not the chief; its copy would overwrite the chief's"
+        )
+    if not chief and _inside(value, filepath):
+        return gettext(
+            "returned {value}, inside the chief's model folder: the kept model would hold the "
+            "worker's copy"
+        ).format(value=repr(value))
+    if not chief and os.path.basename(value) != os.path.basename(filepath):
+        return gettext(
+            "returned {value}: keep the file name ({name}) and change only the folder"
+        ).format(value=repr(value), name=repr(os.path.basename(filepath)))
+    return None
+
+
+def _failing_helpers(fn: Callable) -> str:
+    """What to add to write_filepath's hint for each helper of the learner's that fails."""
+    globals_ = getattr(fn, "__globals__", {})
+    text = ""
+    for name, checker in (("_is_chief", check_is_chief), ("_get_temp_dir", check_get_temp_dir)):
+        if name in globals_ and not checker(globals_[name]).passed:
+            text += gettext(
+                " write_filepath calls {name}, whose check fails: fix it first."
+            ).format(name=name)
+    return text
 
 
 def check_write_filepath(fn: Callable) -> Outcome:
@@ -218,41 +291,29 @@ def check_write_filepath(fn: Callable) -> Outcome:
         by_cluster: dict[str, dict[str, str]] = {}
         for case in cluster_cases():
             value, error = call(fn, filepath, case.task_type, case.task_id, case.cluster_spec)
-            problem = error
-            if problem is None and not isinstance(value, (str, os.PathLike)):
-                problem = f"returned {_describe(value)}; return the path to save to"
-            elif problem is None:
+            problem = error or _filepath_problem(value, filepath, case.chief)
+            if problem is None:
                 value = os.fspath(value)
-                if case.chief and os.path.normpath(value) != os.path.normpath(filepath):
-                    problem = f"returned {value!r}: the chief must save to filepath itself"
-                elif not case.chief and os.path.normpath(value) == os.path.normpath(filepath):
-                    problem = "returned filepath: this worker is not the chief; its copy would overwrite the chief's"
-                elif not case.chief and _inside(value, filepath):
-                    problem = f"returned {value!r}, inside the chief's model folder: the kept model would hold the worker's copy"
-                elif not case.chief and os.path.basename(value) != os.path.basename(filepath):
-                    problem = f"returned {value!r}: keep the file name ({os.path.basename(filepath)!r}) and change only the folder"
             cluster = json.dumps(case.cluster_spec, sort_keys=True)
             others = by_cluster.setdefault(cluster, {})
             if problem is None and not case.chief and value in others.values():
-                problem = (
-                    f"{value!r} is also where another worker of this cluster saves: use the task_id"
-                )
+                problem = gettext(
+                    "{value} is also where another worker of this cluster saves: use the task_id"
+                ).format(value=repr(value))
             if problem is None:
                 others[case.name] = value
+            name = gettext(case.name)
             shown = os.path.relpath(value, tmp) if problem is None else problem
-            lines.append(f"{PASS if problem is None else FAIL} {case.name}: {shown}")
+            lines.append(_line(problem is None, name, shown))
             if problem and not hint:
                 expected = (
                     "filepath"
                     if case.chief
-                    else "a path in this worker's own temporary folder (_get_temp_dir)"
+                    else gettext("a path in this worker's own temporary folder (_get_temp_dir)")
                 )
-                hint = f"case '{case.name}' ({_case_args(case)}): {problem}. Expected: {expected}."
+                hint = _case_hint(name, _case_args(case), problem, expected)
     if hint:
-        globals_ = getattr(fn, "__globals__", {})
-        for name, checker in (("_is_chief", check_is_chief), ("_get_temp_dir", check_get_temp_dir)):
-            if name in globals_ and not checker(globals_[name]).passed:
-                hint += f" write_filepath calls {name}, whose check fails: fix it first."
+        hint += _failing_helpers(fn)
     return Outcome("write_filepath", not hint, lines, hint)
 
 
@@ -290,8 +351,7 @@ def check_create_strategy(fn: Callable) -> Outcome:
         if problem is None
         else problem
     )
-    lines = [f"{PASS if problem is None else FAIL} " + gettext("no TF_CONFIG (this notebook)")
-             + f": {found}"]  # fmt: skip
+    lines = [_line(problem is None, gettext("no TF_CONFIG (this notebook)"), found)]
     hint = (
         gettext(
             "{problem}. Expected: a tf.distribute.MultiWorkerMirroredStrategy (it reads "
@@ -320,6 +380,28 @@ def _probe_model_builder(strategy: Any, calls: list[tuple[Any, bool]]) -> Callab
     return create_model
 
 
+def _scope_problem(value: Any, calls: list[tuple[Any, bool]], strategy: Any) -> str | None:
+    """What is wrong with how the learner built the model (None: nothing)."""
+    if not calls:
+        return gettext(
+            "create_model was not called: build the model with create_model(number_of_classes)"
+        )
+    if calls[0][0] != 5:
+        return gettext("create_model got {got} classes, expected number_of_classes (5)").format(
+            got=repr(calls[0][0])
+        )
+    if not calls[0][1]:
+        return gettext(
+            "create_model ran outside the strategy's scope: its variables are not mirrored on "
+            "the replicas"
+        )
+    if value is None or not hasattr(value, "weights"):
+        return gettext("returned {value}; return the model").format(value=_describe(value))
+    if not all(strategy.extended.variable_created_in_scope(v) for v in value.weights):
+        return gettext("the returned model's variables were not created in strategy.scope()")
+    return None
+
+
 def check_create_model_in_scope(fn: Callable) -> Outcome:
     """The learner's function runs with ``create_model`` replaced by a small model (building
     ResNet50 here would take a minute); the check sees where it was called and what came back."""
@@ -338,27 +420,16 @@ def check_create_model_in_scope(fn: Callable) -> Outcome:
                 globals_.pop("create_model", None)
             else:
                 globals_["create_model"] = original
-    problem = error
-    if problem is None:
-        if not calls:
-            problem = (
-                "create_model was not called: build the model with create_model(number_of_classes)"
-            )
-        elif calls[0][0] != 5:
-            problem = f"create_model got {calls[0][0]!r} classes, expected number_of_classes (5)"
-        elif not calls[0][1]:
-            problem = "create_model ran outside the strategy's scope: its variables are not mirrored on the replicas"
-        elif value is None or not hasattr(value, "weights"):
-            problem = f"returned {_describe(value)}; return the model"
-        elif not all(strategy.extended.variable_created_in_scope(v) for v in value.weights):
-            problem = "the returned model's variables were not created in strategy.scope()"
-    lines = [
-        f"{PASS if problem is None else FAIL} strategy of this notebook, 5 classes: "
-        + ("model built and compiled inside strategy.scope()" if problem is None else problem)
-    ]
+    problem = error or _scope_problem(value, calls, strategy)
+    found = (
+        gettext("model built and compiled inside strategy.scope()") if problem is None else problem
+    )
+    lines = [_line(problem is None, gettext("strategy of this notebook, 5 classes"), found)]
     hint = (
-        f"{problem}. Expected: `with strategy.scope():` around create_model(...), which "
-        "creates the model's and the optimizer's variables; then return the model."
+        gettext(
+            "{problem}. Expected: `with strategy.scope():` around create_model(...), which "
+            "creates the model's and the optimizer's variables; then return the model."
+        ).format(problem=problem)
         if problem
         else ""
     )
@@ -384,20 +455,21 @@ def check_global_batch(fn: Callable) -> Outcome:
             and value == expected
         )
         got = error or _describe(value)
-        lines.append(
-            f"{PASS if ok else FAIL} {name}: "
-            + (f"{value}" if ok else f"got {got}, expected {expected}")
-        )
+        shown = gettext(name)  # the case names are message ids, shown in the edition's words
+        lines.append(_line(ok, shown, f"{value}" if ok else _got_expected(got, expected)))
         if not ok and not hint:
-            hint = (
-                f"case '{name}' (per_replica_batch_size={per_replica}, "
-                f"strategy.num_replicas_in_sync={replicas}): expected {expected}, got {got}. "
+            hint = gettext(
+                "case '{case}' (per_replica_batch_size={per_replica}, "
+                "strategy.num_replicas_in_sync={replicas}): expected {expected}, got {got}. "
                 "Every replica takes per_replica_batch_size examples per step, so one step of "
                 "the whole cluster takes that times strategy.num_replicas_in_sync."
+            ).format(
+                case=shown, per_replica=per_replica, replicas=replicas, expected=expected, got=got
             )
     return Outcome("global_batch", not hint, lines, hint)
 
 
+# Why each other policy is wrong: English, the catalog's message ids (shown through gettext)
 SHARD_POLICY_HINTS = {
     "AUTO": "AUTO (the default) tries FILE first and falls back to DATA only when it must; "
     "say what you mean",
@@ -408,32 +480,37 @@ SHARD_POLICY_HINTS = {
 }
 
 
-def check_data_options(fn: Callable) -> Outcome:
+def _shard_problem(value: Any) -> str | None:
+    """What is wrong with the learner's tf.data.Options (None: nothing)."""
     import tensorflow as tf
 
+    if not isinstance(value, tf.data.Options):
+        return gettext("returned {value}; return the tf.data.Options object").format(
+            value=_describe(value)
+        )
+    policy = tf.data.experimental.AutoShardPolicy(value.experimental_distribute.auto_shard_policy)
+    if policy == tf.data.experimental.AutoShardPolicy.DATA:
+        return None
+    why = SHARD_POLICY_HINTS.get(policy.name, "")
+    return gettext("auto_shard_policy is {policy}: {why}").format(
+        policy=policy.name, why=gettext(why) if why else ""
+    )
+
+
+def check_data_options(fn: Callable) -> Outcome:
     value, error = call(fn)
-    problem = error
-    if problem is None and not isinstance(value, tf.data.Options):
-        problem = f"returned {_describe(value)}; return the tf.data.Options object"
-    elif problem is None:
-        policy = tf.data.experimental.AutoShardPolicy(
-            value.experimental_distribute.auto_shard_policy
-        )
-        if policy != tf.data.experimental.AutoShardPolicy.DATA:
-            problem = f"auto_shard_policy is {policy.name}: " + SHARD_POLICY_HINTS.get(
-                policy.name, ""
-            )
-    lines = [
-        f"{PASS if problem is None else FAIL} 2 workers reading cassava: "
-        + (
-            "AutoShardPolicy.DATA, each worker takes every 2nd example"
-            if problem is None
-            else problem
-        )
-    ]
+    problem = error or _shard_problem(value)
+    found = (
+        gettext("AutoShardPolicy.DATA, each worker takes every 2nd example")
+        if problem is None
+        else problem
+    )
+    lines = [_line(problem is None, gettext("2 workers reading cassava"), found)]
     hint = (
-        f"{problem}. Expected: options.experimental_distribute.auto_shard_policy = "
-        "tf.data.experimental.AutoShardPolicy.DATA (shard by element)."
+        gettext(
+            "{problem}. Expected: options.experimental_distribute.auto_shard_policy = "
+            "tf.data.experimental.AutoShardPolicy.DATA (shard by element)."
+        ).format(problem=problem)
         if problem
         else ""
     )

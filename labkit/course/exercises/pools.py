@@ -7,7 +7,9 @@ job-spec validator (`labkit.cloud.specs.validate_worker_pool_specs`, what the lo
 service and the console page refuse with) finds what Vertex would refuse. The check sorts
 what it finds into the six things a learner gets wrong, one line each, and gives the hint of
 the first that fails: the chief's pool, the workers' pool, machines Vertex accepts, the
-same GPUs everywhere, the image built in step 3, the trainer's arguments.
+same GPUs everywhere, the image built in step 3, the trainer's arguments. Lines and hints
+are in the active edition; the validator's own problems and fixes (`labkit.cloud.specs`)
+are still English inside them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from labkit.cloud import specs
 from labkit.cloud.settings import Settings
 from labkit.course.exercises.checks import FAIL, PASS, Outcome
+from labkit.i18n import gettext
 from trainer.config import args_for
 
 NAME = "worker_pool_specs"
@@ -70,10 +73,21 @@ def _part(pool: dict[str, Any], key: str) -> dict[str, Any]:
 Case = Callable[[Any, list[specs.Problem], Expected], tuple[str, str]]
 
 
+# What the validator (labkit.cloud.specs) says that this check shows: its problems and fixes
+# as the catalog's message ids, each value a {placeholder}. A text one of these reads is shown
+# in the edition's words; any other (a validator message not listed, or reworded) is shown as
+# the validator wrote it. English never changes: there the id is the text.
+def _problem_text(problem: specs.Problem) -> str:
+    """``str(problem)`` (where, what, the fix) in the edition's words."""
+    return gettext("{field}: {message} Fix: {fix}").format(
+        field=problem.field, message=problem.message, fix=problem.fix
+    )
+
+
 def _first(problems: Sequence[specs.Problem], keep: Callable[[specs.Problem], bool]) -> str:
     """The first matching problem as a hint (message and fix), or "" when there is none."""
     found = [p for p in problems if keep(p)]
-    return str(found[0]) if found else ""
+    return _problem_text(found[0]) if found else ""
 
 
 def _is_gpu_mismatch(problem: specs.Problem) -> bool:
@@ -81,10 +95,10 @@ def _is_gpu_mismatch(problem: specs.Problem) -> bool:
 
 
 def _chief(value: Any, problems: list[specs.Problem], expected: Expected) -> tuple[str, str]:
-    label = "pool 0 is the chief: one replica"
+    label = gettext("pool 0 is the chief: one replica")
     hint = _first(problems, lambda p: p.field in (NAME, f"{NAME}[0]", f"{NAME}[0].replica_count"))
     if not hint and not _pools(value):
-        hint = (
+        hint = gettext(
             "worker_pool_specs is empty: write pool 0, the chief, as a dict with "
             '"replica_count": 1, a "machine_spec" and a "container_spec".'
         )
@@ -92,25 +106,25 @@ def _chief(value: Any, problems: list[specs.Problem], expected: Expected) -> tup
 
 
 def _workers(value: Any, problems: list[specs.Problem], expected: Expected) -> tuple[str, str]:
-    label = f"pool 1 holds the workers: {expected.workers} replica(s)"
+    label = gettext("pool 1 holds the workers: {n} replica(s)").format(n=expected.workers)
     pools = _pools(value)
     got = pools[1].get("replica_count") if len(pools) > 1 else None
     if expected.workers and len(pools) < 2:
-        return label, (
+        return label, gettext(
             "there is no worker pool: MultiWorkerMirroredStrategy trains on the chief and the "
             'workers, so add pool 1 with "replica_count": WORKERS - 1 and the same '
             "machine_spec and container_spec as the chief."
         )
     if expected.workers and got != expected.workers:
-        return label, (
-            f"pool 1 has replica_count {got!r}: the cluster is WORKERS = {expected.workers + 1}"
-            f" machines, the chief and {expected.workers} worker(s), so use WORKERS - 1."
-        )
+        return label, gettext(
+            "pool 1 has replica_count {got}: the cluster is WORKERS = {machines} machines, the "
+            "chief and {workers} worker(s), so use WORKERS - 1."
+        ).format(got=repr(got), machines=expected.workers + 1, workers=expected.workers)
     return label, ""
 
 
 def _machines(value: Any, problems: list[specs.Problem], expected: Expected) -> tuple[str, str]:
-    label = "machines Vertex AI accepts, the ones you chose"
+    label = gettext("machines Vertex AI accepts, the ones you chose")
     hint = _first(problems, lambda p: ".machine_spec" in p.field and not _is_gpu_mismatch(p))
     if hint:
         return label, hint
@@ -118,48 +132,53 @@ def _machines(value: Any, problems: list[specs.Problem], expected: Expected) -> 
     for index, pool in enumerate(_pools(value)):
         got = _part(pool, "machine_spec")
         if got.get("machine_type") != wanted["machine_type"]:
-            return label, (
-                f"pool {index} asks for {got.get('machine_type')!r}: use MACHINE_TYPE "
-                f"({wanted['machine_type']!r}), the machine this lab's cost and time are for."
+            return label, gettext(
+                "pool {index} asks for {got}: use MACHINE_TYPE ({wanted}), the machine this "
+                "lab's cost and time are for."
+            ).format(
+                index=index, got=repr(got.get("machine_type")), wanted=repr(wanted["machine_type"])
             )
         if got.get("accelerator_type") != wanted.get("accelerator_type"):
-            return label, (
-                f"pool {index} has accelerator_type {got.get('accelerator_type')!r}: use "
-                f"ACCELERATOR_TYPE ({wanted.get('accelerator_type')!r}); with no GPU, leave "
-                "accelerator_type and accelerator_count out."
+            return label, gettext(
+                "pool {index} has accelerator_type {got}: use ACCELERATOR_TYPE ({wanted}); with "
+                "no GPU, leave accelerator_type and accelerator_count out."
+            ).format(
+                index=index,
+                got=repr(got.get("accelerator_type")),
+                wanted=repr(wanted.get("accelerator_type")),
             )
     return label, ""
 
 
 def _gpus(value: Any, problems: list[specs.Problem], expected: Expected) -> tuple[str, str]:
-    return "the same GPUs on every machine", _first(problems, _is_gpu_mismatch)
+    return gettext("the same GPUs on every machine"), _first(problems, _is_gpu_mismatch)
 
 
 def _image(value: Any, problems: list[specs.Problem], expected: Expected) -> tuple[str, str]:
-    label = "the image built in step 3"
+    label = gettext("the image built in step 3")
     hint = _first(problems, lambda p: p.field.endswith("container_spec.image_uri"))
     if hint:
         return label, hint
     for index, pool in enumerate(_pools(value)):
         got = _part(pool, "container_spec").get("image_uri")
         if got != expected.image_uri:
-            return label, (
-                f"pool {index} runs {got!r}, not the image of step 3: set "
-                '"container_spec": {"image_uri": IMAGE_URI, ...} in every pool.'
-            )
+            return label, gettext(
+                "pool {index} runs {got}, not the image of step 3: set "
+                '"container_spec": {{"image_uri": IMAGE_URI, ...}} in every pool.'
+            ).format(index=index, got=repr(got))
     return label, ""
 
 
 def _args(value: Any, problems: list[specs.Problem], expected: Expected) -> tuple[str, str]:
-    label = "the trainer's arguments in every pool"
+    label = gettext("the trainer's arguments in every pool")
     for index, pool in enumerate(_pools(value)):
         got = _part(pool, "container_spec").get("args")
         if got != expected.args:
-            return label, (
-                f"pool {index} passes args {got!r}: give every container_spec "
+            return label, gettext(
+                "pool {index} passes args {got}: give every container_spec "
                 '"args": TRAINER_ARGS, the options the trainer reads (every replica must '
                 "train the same way)."
-            )
+            ).format(index=index, got=repr(got))
     return label, ""
 
 
@@ -189,8 +208,9 @@ def check(
     if solved:
         value = kit
         print(
-            "SOLVED = True: checking the kit's solution "
-            "(read it: exercises.pools.solution(settings, knobs))"
+            gettext("SOLVED = True: checking the kit's solution (read it: {how})").format(
+                how="exercises.pools.solution(settings, knobs)"
+            )
         )
     outcome = review(value, expected_from(kit))
     print(outcome)
