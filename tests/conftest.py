@@ -166,6 +166,24 @@ class LocalVertex:
         """The header every request to the service needs."""
         return {"Authorization": f"Bearer {self.token}"}
 
+    def post(self, path: str, body: dict) -> tuple[int, dict]:
+        """POST JSON to one of the service's routes, signed; (HTTP status, answer)."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=json.dumps(body).encode(),
+            headers={**self.auth(), "Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
     def start(self):
         from labkit.local.vertex import ensure_local_service, init_vertex
 

@@ -183,7 +183,7 @@ def valid_job(**spec_changes):
 
 
 def test_validation_collects_every_problem():
-    from labkit.local.emulator.server import spec_error_to_api
+    from labkit.local.emulator.http import spec_error_to_api
 
     assert specs.validate_custom_job(valid_job()) == []
     bad = valid_job(scheduling={"timeout": "soon"})

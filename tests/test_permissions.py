@@ -4,10 +4,6 @@ google-cloud-resource-manager client, against the local platform's Resource Mana
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 import pytest
 from google.api_core import exceptions
 
@@ -20,17 +16,8 @@ SERVICE_ACCOUNT = "serviceAccount:lab-sa@local-project.iam.gserviceaccount.com"
 
 def set_caller(local_vertex, member: str, roles: list[str]) -> tuple[int, dict]:
     """The control route that says who the session's token stands for."""
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{local_vertex.port}/labkit/v1/projects/local-project/caller",
-        data=json.dumps({"member": member, "roles": roles}).encode(),
-        headers={**local_vertex.auth(), "Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
+    path = "/labkit/v1/projects/local-project/caller"
+    return local_vertex.post(path, {"member": member, "roles": roles})
 
 
 def test_the_projects_owner_holds_every_permission_the_lab_needs(local_vertex):

@@ -15,15 +15,18 @@ Today's lab needs five services, each named as ``gcloud services enable`` takes 
 - ``cloudbuild.googleapis.com``: the image build notebook 04 prints when there is no Docker
   engine (`labkit.cloud.images.cloud_build_command`; docs.cloud.google.com/build/docs/api).
 
-One ``gcloud services list --enabled --project=P --format=value(config.name)`` call
-(cloud.google.com/sdk/gcloud/reference/services/list) lists what the project has enabled;
-`missing_apis` compares it with the five, so the notebook names every missing one at once
-instead of failing later on the first.
+Notebook 00 enables them through Service Usage's Python client (google-cloud-service-usage:
+`enable_apis`, one ``services.batchEnable`` call for those missing) and checks them with one
+``services.list`` call (`check_apis`), naming every missing one at once instead of failing
+later on the first. Locally the same client talks to the local platform, whose other APIs
+refuse with 403 ``SERVICE_DISABLED`` while theirs is off (`labkit.local.emulator.services`).
+The terminal route stays printed: `enable_apis_command` and `list_enabled_command`
+(cloud.google.com/sdk/gcloud/reference/services/list).
 
 Kernel. The kit installs one way per place, from the same pins (tests/test_pins.py):
 Workbench uses ``environment.yml`` (a conda environment, registered as the Jupyter kernel
-``cassava-mwms``), laptops and CI use ``make venv`` (``.venv``; ``make jupyter`` registers
-the same kernel name). A notebook opened in another kernel cannot import the kit, or
+``cassava-mwms``), laptops and CI use ``make venv`` (``.venv``, which registers the same
+kernel name inside it; every notebook's metadata names it). A notebook opened in another kernel cannot import the kit, or
 imports a different copy of it; `environment_checks` says which interpreter runs and how to
 switch, without failing (CI runs the notebooks in the venv's own ``python3`` kernel).
 """
@@ -31,11 +34,9 @@ switch, without failing (CI runs the notebooks in the venv's own ``python3`` ker
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
-import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from labkit.cloud import paths
 from labkit.i18n import gettext
 
 # One name for the conda environment (environment.yml's `name:`), the Jupyter kernel and
-# `make jupyter`'s kernel (tests/test_setup_checks.py keeps the three in step).
+# the kernel `make venv` registers (tests/test_setup_checks.py keeps the three in step).
 KIT_ENV_NAME = "cassava-mwms"
 KERNEL_DISPLAY_NAME = f"Python ({KIT_ENV_NAME})"
 
@@ -65,8 +66,6 @@ REQUIRED_APIS: tuple[Api, ...] = (
     Api("cloudbuild.googleapis.com", "Cloud Build", "building the image without Docker (04)"),
 )
 REQUIRED_SERVICES: tuple[str, ...] = tuple(api.service for api in REQUIRED_APIS)
-
-Runner = Callable[[list[str]], subprocess.CompletedProcess]
 
 
 # --------------------------------------------------------------------------- APIs
@@ -90,23 +89,6 @@ def list_enabled_command(project_id: str) -> list[str]:
     ]
 
 
-def parse_enabled(output: str) -> set[str]:
-    """Service names from ``gcloud services list --enabled`` output.
-
-    Reads the ``value(config.name)`` lines `list_enabled_command` asks for, and also
-    ``--format=json`` (a list of objects with ``config.name``, or ``name`` as
-    ``projects/NUMBER/services/SERVICE``), so output saved either way can be checked.
-    """
-    text = output.strip()
-    if text.startswith("["):
-        names = set()
-        for item in json.loads(text):
-            name = (item.get("config") or {}).get("name") or item.get("name", "")
-            names.add(name.rsplit("/", 1)[-1])
-        return {n for n in names if n}
-    return {line.split()[0].rsplit("/", 1)[-1] for line in text.splitlines() if line.split()}
-
-
 def missing_apis(enabled: Iterable[str], required: Sequence[str] = REQUIRED_SERVICES) -> list[str]:
     """The required services not in ``enabled``, in the lab's order."""
     have = set(enabled)
@@ -115,7 +97,7 @@ def missing_apis(enabled: Iterable[str], required: Sequence[str] = REQUIRED_SERV
 
 @dataclasses.dataclass
 class ApiCheck:
-    """What one ``gcloud services list --enabled`` call found."""
+    """What one ``services.list`` call found (as ``gcloud services list --enabled`` would)."""
 
     project_id: str
     enabled: list[str]
@@ -132,11 +114,19 @@ class ApiCheck:
             for api, row in zip(REQUIRED_APIS, api_rows(), strict=True)
         ]
 
-    def message(self) -> str:
-        """The verdict notebook 00 prints, in the edition's words (also the error's text)."""
+    def message(self, enabled_now: Sequence[str] = ()) -> str:
+        """The verdict notebook 00 prints, in the edition's words (also the error's text);
+        ``enabled_now``: the services `enable_apis` just enabled, named first."""
         if self.ok:
-            return gettext("all {n} APIs are enabled in {project}").format(
+            verdict = gettext("all {n} APIs are enabled in {project}").format(
                 n=len(REQUIRED_SERVICES), project=self.project_id
+            )
+            if not enabled_now:
+                return verdict
+            return (
+                gettext("enabled now: {services}").format(services=", ".join(enabled_now))
+                + "\n"
+                + verdict
             )
         return gettext(
             "not enabled in {project}: {missing}. Run `{command}` (it needs the "
@@ -158,27 +148,40 @@ def api_rows() -> list[dict[str, str]]:
     ]
 
 
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+def _client(client: Any) -> Any:
+    if client is not None:
+        return client
+    from google.cloud import service_usage_v1
+
+    return service_usage_v1.ServiceUsageClient()
 
 
-def check_apis(project_id: str, *, runner: Runner = _run) -> ApiCheck:
-    """Run the one list call and compare; a failing gcloud is an error that says why."""
-    cmd = list_enabled_command(project_id)
-    try:
-        result = runner(cmd)
-    except FileNotFoundError as err:
-        raise RuntimeError(
-            "gcloud is not installed here: Workbench instances have it; elsewhere install the "
-            "Google Cloud CLI and run `gcloud auth login`."
-        ) from err
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"`{shlex.join(cmd)}` failed (exit code {result.returncode}): "
-            f"{(result.stderr or result.stdout or '').strip()[-1000:]}"
-        )
-    enabled = parse_enabled(result.stdout or "")
+def check_apis(project_id: str, client: Any = None) -> ApiCheck:
+    """One Service Usage ``services.list`` call (``state:ENABLED``) and the comparison.
+
+    ``client``: a `google.cloud.service_usage_v1.ServiceUsageClient`; None builds Google's
+    with the default credentials (the learner's, in Workbench). Locally the same client
+    reaches the local platform (`labkit.local.vertex.service_usage_client`).
+    """
+    listing = _client(client).list_services(
+        request={"parent": f"projects/{project_id}", "filter": "state:ENABLED", "page_size": 200}
+    )
+    enabled = {service.config.name or service.name.rsplit("/", 1)[-1] for service in listing}
     return ApiCheck(project_id, sorted(enabled), missing_apis(enabled))
+
+
+def enable_apis(project_id: str, client: Any = None, timeout_s: float = 600) -> list[str]:
+    """Enable the lab's services the project lacks, in one ``services.batchEnable`` call
+    (atomic: all of them or none), and wait for it; returns the ones it enabled. What
+    `enable_apis_command` does from a terminal."""
+    client = _client(client)
+    missing = check_apis(project_id, client).missing
+    if missing:
+        operation = client.batch_enable_services(
+            request={"parent": f"projects/{project_id}", "service_ids": missing}
+        )
+        operation.result(timeout=timeout_s)
+    return missing
 
 
 def require_apis(check: ApiCheck) -> None:
@@ -231,8 +234,10 @@ def workbench_install_commands() -> list[str]:
     return [
         "conda env create -f environment.yml",
         f"conda activate {KIT_ENV_NAME}",
-        f"python -m ipykernel install --user --name {KIT_ENV_NAME} "
-        f'--display-name "{KERNEL_DISPLAY_NAME}"',
+        # inside the environment, as Google's "Add a conda environment" page for Workbench
+        # instances registers it; then a refresh of the JupyterLab page shows the kernel
+        f'python -m ipykernel install --prefix "${{DL_ANACONDA_HOME}}/envs/{KIT_ENV_NAME}" '
+        f'--name {KIT_ENV_NAME} --display-name "{KERNEL_DISPLAY_NAME}"',
     ]
 
 

@@ -125,14 +125,16 @@ def readiness(settings: Settings, knobs: Mapping[str, Any]) -> list[Check]:
     ]
     if settings.mode == "local":
         checks.append(_check("local Vertex AI service", _local_service_ready))
-    else:
-        checks.append(_check("APIs enabled", lambda: _apis_enabled(settings)))
+    checks.append(_check("APIs enabled", lambda: _apis_enabled(settings)))
+    if settings.mode == "cloud":
         checks.append(_check("Vertex AI reachable", _vertex_reachable))
     return checks
 
 
 def _apis_enabled(settings: Settings) -> tuple[bool, str]:
-    found = setup_checks.check_apis(settings.project_id)
+    from labkit.local import vertex
+
+    found = setup_checks.check_apis(settings.project_id, vertex.service_usage_client(settings))
     return found.ok, found.message()
 
 

@@ -181,19 +181,34 @@ def register_image(image_uri: str, build_context: str | Path, settings: Settings
     return control.register_image(settings.emulator_port, image_uri, build_context)
 
 
-def projects_client(settings: Settings, *, state_dir: str | Path | None = None) -> Any:
-    """Resource Manager's `ProjectsClient` for ``settings.mode``: Google's in the cloud (the
-    default credentials); locally the same client on the local platform's endpoint (REST,
-    the session token), which answers `projects.get` and `testIamPermissions` itself."""
-    from google.cloud import resourcemanager_v3
-
+def google_client(
+    client_class: type, settings: Settings, *, state_dir: str | Path | None = None
+) -> Any:
+    """A Google client (``client_class``, e.g. `resourcemanager_v3.ProjectsClient`) for
+    ``settings.mode``: Google's endpoint and the default credentials in the cloud; locally
+    the same client on the local platform's endpoint (REST, the session token), which
+    answers the call itself. The one place where the two modes' clients differ."""
     if settings.mode == "cloud":
-        return resourcemanager_v3.ProjectsClient()
+        return client_class()
     from google.oauth2.credentials import Credentials
 
     token = ensure_local_service(settings, state_dir=state_dir).token
-    return resourcemanager_v3.ProjectsClient(
+    return client_class(
         credentials=Credentials(token),
         client_options={"api_endpoint": settings.api_endpoint},
         transport="rest",
     )
+
+
+def projects_client(settings: Settings, *, state_dir: str | Path | None = None) -> Any:
+    """Resource Manager's `ProjectsClient` (`projects.get`, `testIamPermissions`)."""
+    from google.cloud import resourcemanager_v3
+
+    return google_client(resourcemanager_v3.ProjectsClient, settings, state_dir=state_dir)
+
+
+def service_usage_client(settings: Settings, *, state_dir: str | Path | None = None) -> Any:
+    """Service Usage's `ServiceUsageClient` (list and enable the lab's APIs)."""
+    from google.cloud import service_usage_v1
+
+    return google_client(service_usage_v1.ServiceUsageClient, settings, state_dir=state_dir)

@@ -27,12 +27,14 @@ class ApiError(Exception):
         status: str,
         message: str,
         violations: list[FieldViolation] | None = None,
+        details: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message)
         self.http_status = http_status
         self.status = status
         self.message = message
         self.violations = violations or []
+        self.details = details or []  # other google.rpc details (ErrorInfo), as Google sends
 
     def to_json(self) -> dict[str, Any]:
         error: dict[str, Any] = {
@@ -40,13 +42,16 @@ class ApiError(Exception):
             "message": self.message,
             "status": self.status,
         }
+        details = list(self.details)
         if self.violations:
-            error["details"] = [
+            details.append(
                 {
                     "@type": BAD_REQUEST_TYPE,
                     "fieldViolations": [dataclasses.asdict(v) for v in self.violations],
                 }
-            ]
+            )
+        if details:
+            error["details"] = details
         return {"error": error}
 
 

@@ -14,9 +14,8 @@ Routes (``P``/``L`` = project/location; every query may carry the SDK's
     POST   /v1/projects/P/locations/L/trainingPipelines/ID:cancel   cancel (and its CustomJob)
     DELETE /v1/projects/P/locations/L/trainingPipelines/ID          delete -> long-running operation
     GET    /v1/projects/P/locations/L/operations/OP                 the operation the SDK polls
-    GET    /v3/projects/P                                           Resource Manager projects.get
-    POST   /v3/projects/P:testIamPermissions                        the caller's permissions
-    POST   /labkit/v1/projects/P/caller                             who the token stands for
+    /v3/projects/P..., /v1/projects/P/services...                  Resource Manager and Service
+                                                                    Usage (`project_api`)
     GET    /labkit/v1/info                                          pid, port, state dir, images
     GET    /labkit/v1/images, POST /labkit/v1/images                registered build contexts
     GET    /labkit/v1/projects/P/locations/L/{customJobs|trainingPipelines}/ID/logs?tail=N
@@ -52,37 +51,24 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from labkit.cloud import specs
-from labkit.local.emulator import limits
-from labkit.local.emulator.errors import ApiError, FieldViolation, bad_request, invalid_argument
+from labkit.local.emulator import project_api
+from labkit.local.emulator.errors import ApiError, bad_request
+from labkit.local.emulator.http import Handler, error_response, json_endpoint, read_json_body
 from labkit.local.emulator.service import HOST, Service
 from labkit.local.emulator.store import KINDS
 from labkit.local.guard import Guard, Refusal
 
 COLLECTIONS = tuple(KINDS)  # "customJobs", "trainingPipelines"
+VERTEX_API = "aiplatform.googleapis.com"
 CONSOLE_PATH = "/console"
 SESSION_PATH = f"{CONSOLE_PATH}/session"
 
 
-class _ResourceId(Convertor[str]):
-    """A resource id or name segment: no ``/`` and no ``:`` (``ID:cancel`` is a verb)."""
-
-    regex = "[^/:]+"
-
-    def convert(self, value: str) -> str:
-        return value
-
-    def to_string(self, value: str) -> str:
-        return value
-
-
-register_url_convertor("rid", _ResourceId())
 _PARENT = "/projects/{project:rid}/locations/{location:rid}"
 
 
@@ -95,77 +81,27 @@ def _name(request: Request, kind: str) -> str:
     return f"{_parent(request)}/{kind}/{request.path_params['rid']}"
 
 
-def spec_error_to_api(err: specs.SpecError) -> ApiError:
-    """Vertex's 400 INVALID_ARGUMENT: one field violation per problem, with its fix."""
-    return invalid_argument(
-        [FieldViolation(p.field, f"{p.message} Fix: {p.fix}") for p in err.problems]
-    )
-
-
-def _json(payload: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(payload, status_code=status, media_type="application/json; charset=UTF-8")
-
-
-def _error_response(err: ApiError) -> JSONResponse:
-    return _json(err.to_json(), err.http_status)
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    """The JSON object of a request, at most `limits.MAX_BODY_BYTES` (read no further)."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.strip().isdigit():
-            raise bad_request(f"Invalid Content-Length header {declared!r}: expected a byte count.")
-        if int(declared) > limits.MAX_BODY_BYTES:
-            raise bad_request(limits.payload_too_large(int(declared)))
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limits.MAX_BODY_BYTES:
-                raise bad_request(limits.payload_too_large())
-            chunks.append(chunk)
-    except ClientDisconnect as err:
-        raise bad_request("The request body ended before its Content-Length.") from err
-    raw = b"".join(chunks)
-    try:
-        body = json.loads(raw or b"{}")
-    except json.JSONDecodeError as err:
-        raise bad_request(f"Invalid JSON payload received: {err}") from err
-    if not isinstance(body, dict):
-        raise bad_request("Invalid JSON payload received: expected an object.")
-    return body
-
-
-Handler = Callable[[Request], Awaitable[Any]]
-
-
-def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
-    """Answer the handler's value as JSON; every error in Google's error JSON."""
-
-    async def endpoint(request: Request) -> JSONResponse:
-        try:
-            return _json(await handler(request))
-        except specs.SpecError as err:
-            return _error_response(spec_error_to_api(err))
-        except ApiError as err:
-            return _error_response(err)
-        except Exception as err:  # a bug must still answer, or the SDK waits for its timeout
-            return _error_response(ApiError(500, "INTERNAL", f"local service error: {err!r}"))
-
-    return endpoint
-
-
 def _routes(service: Service) -> list[BaseRoute]:
     creators = {
         "customJobs": service.create_custom_job,
         "trainingPipelines": service.create_training_pipeline,
     }
     routes: list[BaseRoute] = []
+
+    def vertex_api(handler: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
+        """A Vertex AI call: refused with 403 SERVICE_DISABLED while the project has the
+        Vertex AI API off, as Google refuses it (`labkit.local.emulator.services`)."""
+
+        async def checked(request: Request) -> Any:
+            service.services.require(request.path_params["project"], VERTEX_API)
+            return await handler(request)
+
+        return json_endpoint(checked)
+
     for kind in COLLECTIONS:
 
         async def create(request: Request, kind: str = kind) -> Any:
-            body = await _body(request)
+            body = await read_json_body(request)
             return await run_in_threadpool(creators[kind], _parent(request), body)
 
         async def list_(request: Request, kind: str = kind) -> Any:
@@ -200,12 +136,14 @@ def _routes(service: Service) -> list[BaseRoute]:
 
         base = f"/v1{_PARENT}/{kind}"
         routes += [
-            Route(base, _endpoint(create), methods=["POST"]),
-            Route(base, _endpoint(list_), methods=["GET"]),
-            Route(base + "/{rid:rid}:cancel", _endpoint(cancel), methods=["POST"]),
-            Route(base + "/{rid:rid}", _endpoint(get), methods=["GET"]),
-            Route(base + "/{rid:rid}", _endpoint(delete), methods=["DELETE"]),
-            Route(f"/labkit/v1{_PARENT}/{kind}/{{rid:rid}}/logs", _endpoint(logs), methods=["GET"]),
+            Route(base, vertex_api(create), methods=["POST"]),
+            Route(base, vertex_api(list_), methods=["GET"]),
+            Route(base + "/{rid:rid}:cancel", vertex_api(cancel), methods=["POST"]),
+            Route(base + "/{rid:rid}", vertex_api(get), methods=["GET"]),
+            Route(base + "/{rid:rid}", vertex_api(delete), methods=["DELETE"]),
+            Route(
+                f"/labkit/v1{_PARENT}/{kind}/{{rid:rid}}/logs", json_endpoint(logs), methods=["GET"]
+            ),
         ]
 
     async def operation(request: Request) -> Any:
@@ -219,57 +157,24 @@ def _routes(service: Service) -> list[BaseRoute]:
         return service.images()
 
     async def register(request: Request) -> Any:
-        body = await _body(request)
+        body = await read_json_body(request)
         uri, context = body.get("imageUri"), body.get("buildContext")
         return {"images": await run_in_threadpool(service.register_image, uri, context)}
 
     routes += [
-        Route(f"/v1{_PARENT}/operations/{{rid:rid}}", _endpoint(operation), methods=["GET"]),
-        Route("/labkit/v1/info", _endpoint(info), methods=["GET"]),
-        Route("/labkit/v1/images", _endpoint(images), methods=["GET"]),
-        Route("/labkit/v1/images", _endpoint(register), methods=["POST"]),
+        Route(f"/v1{_PARENT}/operations/{{rid:rid}}", json_endpoint(operation), methods=["GET"]),
+        Route("/labkit/v1/info", json_endpoint(info), methods=["GET"]),
+        Route("/labkit/v1/images", json_endpoint(images), methods=["GET"]),
+        Route("/labkit/v1/images", json_endpoint(register), methods=["POST"]),
     ]
     return routes
-
-
-def _project_routes(service: Service) -> list[BaseRoute]:
-    """Resource Manager v3's project calls (`labkit.local.emulator.iam`), and the control
-    route that says who the session's token stands for."""
-
-    async def get_project(request: Request) -> Any:
-        return service.iam.get_project(request.path_params["project"])
-
-    async def test_permissions(request: Request) -> Any:
-        body = await _body(request)
-        return await run_in_threadpool(
-            service.iam.test_permissions, request.path_params["project"], body
-        )
-
-    async def set_caller(request: Request) -> Any:
-        body = await _body(request)
-        return await run_in_threadpool(
-            service.iam.set_caller,
-            request.path_params["project"],
-            body.get("member"),
-            body.get("roles"),
-        )
-
-    return [
-        Route(
-            "/v3/projects/{project:rid}:testIamPermissions",
-            _endpoint(test_permissions),
-            methods=["POST"],
-        ),
-        Route("/v3/projects/{project:rid}", _endpoint(get_project), methods=["GET"]),
-        Route("/labkit/v1/projects/{project:rid}/caller", _endpoint(set_caller), methods=["POST"]),
-    ]
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     """Starlette's own 404/405 in Google's error JSON (405: a method this service lacks)."""
     status = getattr(exc, "status_code", 500)
     if status == 405:
-        return _error_response(
+        return error_response(
             ApiError(
                 501,
                 "UNIMPLEMENTED",
@@ -279,10 +184,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
             )
         )
     if status == 404:
-        return _error_response(
-            ApiError(404, "NOT_FOUND", f"Resource {request.url.path} not found.")
-        )
-    return _error_response(ApiError(status, "UNKNOWN", str(exc)))
+        return error_response(ApiError(404, "NOT_FOUND", f"Resource {request.url.path} not found."))
+    return error_response(ApiError(status, "UNKNOWN", str(exc)))
 
 
 def service_guard(token: str, port: int) -> Guard:
@@ -352,7 +255,11 @@ def create_app(service: Service, guard: Guard) -> GuardedApp:
     """The app serving ``service`` behind ``guard``: the REST routes, and the console at
     /console."""
     app = Starlette(
-        routes=_routes(service) + _project_routes(service),
+        routes=[
+            *_routes(service),
+            *project_api.resource_manager_routes(service),
+            *project_api.service_usage_routes(service),
+        ],
         exception_handlers={HTTPException: _http_error},
     )
     app.state.service = service

@@ -53,6 +53,7 @@ from labkit.local.emulator.errors import (
     invalid_argument,
 )
 from labkit.local.emulator.iam import ProjectIam
+from labkit.local.emulator.services import ProjectServices
 from labkit.local.emulator.store import (
     KINDS,
     TERMINAL_STATES,
@@ -123,6 +124,7 @@ class Service:
         self.store = JobStore(self.state_dir)
         self.registry: ImageRegistry = ImageRegistry(self.state_dir / "images.json")
         self.iam = ProjectIam(self.state_dir / "iam.json")
+        self.services = ProjectServices(self.state_dir / "services.json")
         self.stopping = threading.Event()
         self._runners: dict[str, JobRunner] = {}
         self._watchers: dict[str, threading.Thread] = {}
