@@ -43,6 +43,7 @@ WRITTEN_AT_RUN_TIME = {
     "server.json": "labkit.local.emulator",
     "images.json": "labkit.local.emulator",
     "iam.json": "labkit.local.emulator.iam (the local project's number and caller)",
+    "services.json": "labkit.local.emulator.services (the local projects' enabled APIs)",
     "sample.json": "labkit.course.sample",
     "settings.json": "labkit.cloud.settings",
     "dataset_info.json": "TFDS, when it prepares a dataset",
