@@ -704,3 +704,34 @@ def test_zh_cn_notebooks_00_and_05_execute_with_papermill(tmp_path, sample_for_j
     results = json.loads((out / "results.json").read_text())
     assert results["setup"]["mode"] == "local" and results["cleanup"]["left"] == []
     assert not service_running(tmp_path / "home")
+
+
+def test_no_line_break_inside_a_chinese_paragraph():
+    """A soft line break renders as a space, which Chinese prose does not have: every zh-CN
+    paragraph and list item is one line (`labkit.i18n.paragraphs`), outside code and tables."""
+    from labkit.i18n import paragraphs
+
+    found = []
+    for path in notebooks.english_notebooks():
+        zh = nbformat.read(str(notebooks.edition_dir("zh-CN") / path.name), as_version=4)
+        for cell in zh.cells:
+            if cell.cell_type == "markdown":
+                found += [
+                    f"{path.stem} {cell.id}: {line}" for line in paragraphs.hard_breaks(cell.source)
+                ]
+    assert found == [], "\n".join(found[:10])
+
+
+def test_unwrap_joins_prose_and_leaves_code_tables_and_items():
+    from labkit.i18n.paragraphs import unwrap
+
+    text = (
+        "第一行，\n第二行接着写 `code`\nand English.\n\n"
+        "- 列表项\n  续行。\n- 下一项\n\n"
+        "| a | b |\n|---|---|\n\n```bash\nmake\nlab\n```\n换行  \n保留。"
+    )
+    assert unwrap(text) == (
+        "第一行，第二行接着写 `code` and English.\n\n"
+        "- 列表项续行。\n- 下一项\n\n"
+        "| a | b |\n|---|---|\n\n```bash\nmake\nlab\n```\n换行  \n保留。"
+    )

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.cloud import paths
-from labkit.i18n import LANGUAGES, normalize_language
+from labkit.i18n import LANGUAGES, normalize_language, paragraphs
 
 EN_DIR = paths.REPO_ROOT / "notebooks"
 META_KEY = "i18n"
@@ -396,6 +396,8 @@ def record_translations(
             _refuse_changed_code(f"{path.name} cell {cell_id}", text, english[cell_id])
         if text is not None:
             cell.source = text
+        if cell.cell_type != "code" and lang == "zh-CN":  # a break in a Chinese paragraph
+            cell.source = paragraphs.unwrap(cell.source)  # shows as a space: one line each
         current = source_hash(_cell_source(english[cell_id]))
         cell.metadata[META_KEY] = {"source_id": cell_id, "source_sha": sha or current}
     nbformat.write(nb, str(path))
