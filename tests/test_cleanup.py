@@ -4,7 +4,6 @@ kit created, in order, leaves foreign buckets and objects alone, and a second ru
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 
@@ -262,96 +261,6 @@ def test_run_id_limits_the_cleanup_to_one_run(kit_home, gcs_client, kit_settings
 
 
 CLOUD = Settings(mode="cloud", project_id="cassava-lab-4711", run_id="run-a")
-
-
-def gcloud_answers(answers: dict[str, object], calls: list[list[str]]):
-    """A runner standing in for gcloud with answers recorded from gcloud's JSON output."""
-
-    def run(cmd: list[str]) -> subprocess.CompletedProcess:
-        calls.append(cmd)
-        key = " ".join(cmd[:5])
-        if key in answers:
-            return subprocess.CompletedProcess(cmd, 0, json.dumps(answers[key]), "")
-        if cmd[3] == "delete" or cmd[4] == "delete":
-            return subprocess.CompletedProcess(cmd, 0, "", "")
-        return subprocess.CompletedProcess(cmd, 1, "", "NOT_FOUND")
-
-    return run
-
-
-REPOS_JSON = [
-    {
-        "name": "projects/cassava-lab-4711/locations/us-central1/repositories/cassava-lab",
-        "format": "DOCKER",
-        "labels": {"lab": "cassava", "lab-run": "run-a"},
-    }
-]
-IMAGES_JSON = [
-    {
-        "package": "us-central1-docker.pkg.dev/cassava-lab-4711/cassava-lab/multiworker",
-        "version": "sha256:" + "ab" * 32,
-        "tags": "cassava",
-    }
-]
-
-
-def test_artifact_registry_kit_repository_is_deleted_whole():
-    calls: list[list[str]] = []
-    runner = gcloud_answers(
-        {
-            "gcloud artifacts repositories list --location=us-central1": REPOS_JSON,
-            "gcloud artifacts docker images list": IMAGES_JSON,
-        },
-        calls,
-    )
-    plan = cleanup.CleanupPlan("cloud")
-    items = cleanup._plan_artifact_registry(CLOUD, plan, None, runner)
-    assert [(i.kind, i.name) for i in items] == [("repository", "us-central1/cassava-lab")]
-    assert "1 image version" in items[0].detail
-    items[0].run()
-    assert calls[-1] == [
-        "gcloud", "artifacts", "repositories", "delete", "cassava-lab",
-        "--location=us-central1", "--project=cassava-lab-4711", "--quiet",
-    ]  # fmt: skip
-
-
-def test_artifact_registry_in_a_repository_the_kit_did_not_create_only_its_image_goes():
-    calls: list[list[str]] = []
-    runner = gcloud_answers(
-        {
-            "gcloud artifacts repositories list --location=us-central1": [],
-            "gcloud artifacts docker images list": IMAGES_JSON,
-        },
-        calls,
-    )
-    plan = cleanup.CleanupPlan("cloud")
-    (item,) = cleanup._plan_artifact_registry(CLOUD, plan, None, runner)
-    assert item.kind == "image" and item.name.endswith("/multiworker@sha256:" + "ab" * 32)
-    item.run()
-    assert calls[-1][:6] == ["gcloud", "artifacts", "docker", "images", "delete", item.name]
-    assert not any(c[:4] == ["gcloud", "artifacts", "repositories", "delete"] for c in calls)
-
-
-def test_artifact_registry_unreachable_is_a_note_with_the_command_to_run():
-    plan = cleanup.CleanupPlan("cloud")
-    items = cleanup._plan_artifact_registry(CLOUD, plan, None, gcloud_answers({}, []))
-    assert items == []
-    assert "gcloud artifacts repositories list" in plan.notes[0]
-
-
-def test_parsers_keep_only_kit_labels_and_the_run():
-    repos = REPOS_JSON + [
-        {"name": "projects/p/locations/l/repositories/theirs", "labels": {"team": "x"}},
-        {
-            "name": "projects/p/locations/l/repositories/old-run",
-            "labels": {"lab": "cassava", "lab-run": "run-0"},
-        },
-    ]
-    assert cleanup.parse_repositories(repos) == ["cassava-lab", "old-run"]
-    assert cleanup.parse_repositories(repos, run_id="run-a") == ["cassava-lab"]
-    assert cleanup.parse_images(IMAGES_JSON) == [
-        "us-central1-docker.pkg.dev/cassava-lab-4711/cassava-lab/multiworker@sha256:" + "ab" * 32
-    ]
 
 
 def test_cloud_cleanup_refuses_placeholders_before_touching_anything():

@@ -44,6 +44,7 @@ WRITTEN_AT_RUN_TIME = {
     "images.json": "labkit.local.emulator",
     "iam.json": "labkit.local.emulator.iam (the local project's number and caller)",
     "services.json": "labkit.local.emulator.services (the local projects' enabled APIs)",
+    "repositories.json": "labkit.local.emulator.artifact_registry (the local repositories)",
     "sample.json": "labkit.course.sample",
     "settings.json": "labkit.cloud.settings",
     "dataset_info.json": "TFDS, when it prepares a dataset",

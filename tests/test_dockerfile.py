@@ -183,12 +183,6 @@ def test_cleanup_side_commands(cloud):
         "gcloud", "artifacts", "repositories", "list", "--location=us-central1",
         "--project=cassava-lab-4711", "--filter=labels.lab=cassava", "--format=json",
     ]  # fmt: skip
-    assert images.delete_image_command(cloud)[:6] == [
-        "gcloud", "artifacts", "docker", "images", "delete",
-        "us-central1-docker.pkg.dev/cassava-lab-4711/cassava-lab/multiworker",
-    ]  # fmt: skip
-    assert "--delete-tags" in images.delete_image_command(cloud)
-    assert images.delete_repository_command(cloud)[-1] == "--quiet"
 
 
 def test_run_commands_runs_in_order_and_stops_at_the_first_failure(cloud, tmp_path):
@@ -208,7 +202,7 @@ def test_local_mode_shows_but_never_runs(tmp_path):
     with pytest.raises(RuntimeError, match="cloud mode"):
         images.run_commands([["true"]], local, runner=lambda cmd: pytest.fail("ran in local mode"))
     plan = images.publish_image(
-        local, "docker", runner=lambda cmd: pytest.fail("ran in local mode")
+        local, None, "docker", runner=lambda cmd: pytest.fail("ran in local mode")
     )
     assert plan.build_and_push[-1] == ["docker", "push", local.image_uri]
 

@@ -20,7 +20,8 @@
 - It always ends with the reminder to stop or delete the Workbench instance.
 
 Jobs go through the real Vertex AI SDK (the local service in local mode), buckets through
-google-cloud-storage (gcp-storage-emulator in local mode), Artifact Registry through gcloud.
+google-cloud-storage (gcp-storage-emulator in local mode), Artifact Registry through
+google-cloud-artifact-registry (`labkit.cloud.registry`; the local platform's in local mode).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE, RUN_LABEL_KEY
-from labkit.cloud import images, paths, storage
+from labkit.cloud import images, paths, registry, storage
 from labkit.cloud.settings import Settings, load_settings, on_workbench
 from labkit.i18n import gettext
 from labkit.i18n.tables import pad
@@ -357,103 +358,76 @@ def _plan_buckets(
 # --------------------------------------------------------------------------- Artifact Registry
 
 
-def _gcloud_json(cmd: list[str], runner: images.Runner) -> Any:
-    result = runner(cmd)
-    if result.returncode != 0:
-        raise images.CommandError(
-            f"`{' '.join(cmd)}` failed: {(result.stderr or '').strip()[-500:]}"
-        )
-    return json.loads(result.stdout or "[]")
+def _registry_client(settings: Settings) -> Any | None:
+    """Google's Artifact Registry client for the settings; None in local mode while the
+    local service is not running (then it has no repositories to list)."""
+    from labkit.local import vertex
+    from labkit.local.emulator import control
 
-
-def parse_repositories(data: list[dict[str, Any]], run_id: str | None = None) -> list[str]:
-    """Repository ids (last part of ``projects/P/locations/L/repositories/ID``) of kit repos."""
-    out = []
-    for repo in data:
-        labels = repo.get("labels") or {}
-        if labels.get(KIT_LABEL_KEY) == KIT_LABEL_VALUE and (
-            run_id is None or labels.get(RUN_LABEL_KEY) == run_id
-        ):
-            out.append(repo["name"].rsplit("/", 1)[-1])
-    return out
-
-
-def parse_images(data: list[dict[str, Any]]) -> list[str]:
-    """``path@digest`` for each image version in `gcloud artifacts docker images list` JSON."""
-    return [
-        f"{img['package']}@{img['version']}"
-        for img in data
-        if img.get("package") and img.get("version")
-    ]
+    if settings.mode != "cloud" and not control.status().running:
+        return None
+    return vertex.artifact_registry_client(settings)
 
 
 def _plan_artifact_registry(
-    settings: Settings, plan: CleanupPlan, run_id: str | None, runner: images.Runner
+    settings: Settings, plan: CleanupPlan, run_id: str | None, client: Any
 ) -> list[Item]:
-    """Cloud mode: the kit's repositories whole; in the settings' repository, when the kit
-    did not create it, only the kit's image."""
+    """The kit's repositories whole (with a run id, that run's); in the settings' repository,
+    when the kit did not create it (no ``lab=cassava`` label), only the kit's image, every
+    version and tag."""
+    from google.api_core import exceptions
+
     items: list[Item] = []
     try:
-        repos = parse_repositories(
-            _gcloud_json(images.list_kit_repositories_command(settings), runner), run_id
-        )
-        if settings.artifact_repo not in repos:
-            mine = images.image_path(settings)
-            try:
-                versions = parse_images(
-                    _gcloud_json(images.list_images_command(settings, mine), runner)
-                )
-            except images.CommandError:
-                versions = []  # no such repository or image: nothing of the kit's there
-            for image in versions:
-                items.append(
-                    Item(
-                        "image",
-                        image,
-                        gettext(
-                            "the kit's trainer image (Dockerfile LABEL lab=cassava) in a "
-                            "repository the kit did not create"
-                        ),
-                        "delete with its tags",
-                        lambda i=image: images.run_commands(
-                            [images.delete_image_command(settings, i)], settings, runner=runner
-                        ),
-                    )
-                )
-        for repo in repos:
-            try:
-                count = len(
-                    parse_images(
-                        _gcloud_json(
-                            images.list_images_command(
-                                settings,
-                                f"{images.registry_host(settings)}/{settings.project_id}/{repo}",
-                            ),
-                            runner,
-                        )
-                    )
-                )
-            except images.CommandError:
-                count = 0
+        kits = registry.kit_repositories(settings, client, None)
+        if registry.repository_name(settings) not in {r.name for r in kits}:
+            items += _foreign_repository_image(settings, client)
+        runs = kits if run_id is None else registry.kit_repositories(settings, client, run_id)
+        for repo in runs:
             items.append(
                 Item(
                     "repository",
-                    f"{settings.region}/{repo}",
+                    f"{settings.region}/{repo.repository_id}",
                     gettext("label {label}; {count} image version(s), deleted with it").format(
-                        label=f"{KIT_LABEL_KEY}={KIT_LABEL_VALUE}", count=count
+                        label=f"{KIT_LABEL_KEY}={KIT_LABEL_VALUE}", count=repo.image_versions
                     ),
                     "delete the repository and its images",
-                    lambda r=repo: images.run_commands(
-                        [images.delete_repository_command(settings, r)], settings, runner=runner
-                    ),
+                    lambda n=repo.name: registry.delete_repository(client, n),
                 )
             )
-    except (images.CommandError, OSError, ValueError) as err:
+    except exceptions.GoogleAPICallError as err:
         plan.notes.append(
-            f"could not list Artifact Registry ({err}); check by hand: "
+            f"could not list Artifact Registry ({err.message}); check by hand: "
             + images.format_commands([images.list_kit_repositories_command(settings)])
         )
     return items
+
+
+def _foreign_repository_image(settings: Settings, client: Any) -> list[Item]:
+    """The kit's image in a repository the kit did not create, if it is there."""
+    from google.api_core import exceptions
+
+    try:
+        versions = registry.image_versions(
+            client, registry.repository_name(settings), settings.image_name
+        )
+    except exceptions.NotFound:
+        return []  # no such repository: nothing of the kit's there
+    if not versions:
+        return []
+    package = registry.package_name(settings)
+    return [
+        Item(
+            "image",
+            images.image_path(settings),
+            gettext(
+                "the kit's trainer image (Dockerfile LABEL lab=cassava) in a repository the kit "
+                "did not create; {count} version(s)"
+            ).format(count=len(versions)),
+            "delete with its tags",
+            lambda: registry.delete_image(client, package),
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- local mode
@@ -584,7 +558,7 @@ def _folder_item(
 
 
 def plan_cleanup(
-    settings: Settings, *, run_id: str | None = None, runner: images.Runner = images.default_runner
+    settings: Settings, *, run_id: str | None = None, registry_client: Any | None = None
 ) -> CleanupPlan:
     """Everything the kit created, in deletion order; nothing is deleted. Call
     `execute(plan)` to delete, or `plan.release()` after a dry run."""
@@ -594,11 +568,12 @@ def plan_cleanup(
     cancels, job_deletes, outputs = _plan_jobs(settings, plan, run_id)
     object_items, bucket_items, foreign = _plan_buckets(settings, plan, run_id, outputs)
     plan.items += cancels + object_items + bucket_items + job_deletes
-    if settings.mode == "cloud":
-        plan.items += _plan_artifact_registry(settings, plan, run_id, runner)
-    elif run_id is None:
+    registry_client = registry_client or _registry_client(settings)
+    if registry_client is not None:
+        plan.items += _plan_artifact_registry(settings, plan, run_id, registry_client)
+    if settings.mode == "local" and run_id is None:
         plan.items += _plan_local(settings, plan, foreign)
-    else:
+    elif settings.mode == "local":
         plan.notes.append(
             "with a run id the local service, its state and the sample data are kept (they "
             "serve every run)"
@@ -653,10 +628,9 @@ def cleanup(
     yes: bool = False,
     run_id: str | None = None,
     out: Callable[[str], Any] = print,
-    runner: images.Runner = images.default_runner,
 ) -> CleanupPlan:
     """List (and with ``yes``, delete) what the kit created; always print the reminder."""
-    plan = plan_cleanup(settings, run_id=run_id, runner=runner)
+    plan = plan_cleanup(settings, run_id=run_id)
     out(str(plan))
     if yes and plan.items:
         out(gettext("Deleting:"))

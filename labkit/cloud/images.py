@@ -6,8 +6,9 @@ Two routes, both ending at ``REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG`
 - ``docker``: build with the local Docker engine (Workbench instances have one) and push.
 - ``cloud-build``: ``gcloud builds submit`` with ``cloudbuild.yaml``; nothing runs locally.
 
-Both first make sure the repository exists, creating it with the kit's labels, and label the
-image itself (``LABEL lab=cassava`` in the Dockerfile, ``lab-run=<run id>`` at build time).
+Both first make sure the repository exists (`labkit.cloud.registry`, through Google's
+Artifact Registry client), creating it with the kit's labels, and label the image itself
+(``LABEL lab=cassava`` in the Dockerfile, ``lab-run=<run id>`` at build time).
 Every function returns commands as argv lists, so a notebook can show them
 (`format_commands`) and `run_commands` can run them in cloud mode. In local mode nothing is
 run: the local Vertex AI service resolves the kit's image URI to this repository's
@@ -21,8 +22,9 @@ import shlex
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from labkit.cloud import paths
+from labkit.cloud import paths, registry
 from labkit.cloud.settings import Settings
 from labkit.i18n import gettext
 
@@ -65,7 +67,7 @@ def create_repository_command(settings: Settings) -> Command:
         "--repository-format=docker",
         f"--location={settings.region}",
         f"--project={settings.project_id}",
-        "--description=Cassava multi-worker lab: trainer images (delete with `python -m labkit cleanup`)",
+        f"--description={registry.REPOSITORY_DESCRIPTION}",
         f"--labels={_labels_flag(settings.labels)}",
     ]  # fmt: skip
 
@@ -78,29 +80,6 @@ def list_kit_repositories_command(settings: Settings) -> Command:
         "gcloud", "artifacts", "repositories", "list",
         f"--location={settings.region}", f"--project={settings.project_id}",
         f"--filter=labels.{KIT_LABEL_KEY}={KIT_LABEL_VALUE}", "--format=json",
-    ]  # fmt: skip
-
-
-def list_images_command(settings: Settings, path: str | None = None) -> Command:
-    """The images (with tags) under a repository or image path, as JSON."""
-    return [
-        "gcloud", "artifacts", "docker", "images", "list", path or repository_path(settings),
-        "--include-tags", f"--project={settings.project_id}", "--format=json",
-    ]  # fmt: skip
-
-
-def delete_image_command(settings: Settings, image: str | None = None) -> Command:
-    """Delete an image (``path@digest`` or ``path:tag``; default the kit's image) and its tags."""
-    return [
-        "gcloud", "artifacts", "docker", "images", "delete", image or image_path(settings),
-        "--delete-tags", "--quiet", f"--project={settings.project_id}",
-    ]  # fmt: skip
-
-
-def delete_repository_command(settings: Settings, repository: str | None = None) -> Command:
-    return [
-        "gcloud", "artifacts", "repositories", "delete", repository or settings.artifact_repo,
-        f"--location={settings.region}", f"--project={settings.project_id}", "--quiet",
     ]  # fmt: skip
 
 
@@ -241,23 +220,18 @@ def run_commands(
     return results
 
 
-def ensure_repository(settings: Settings, *, runner: Runner = default_runner) -> bool:
-    """Create the Artifact Registry repository unless it exists; True when it was created."""
-    if settings.mode != "cloud":
-        raise RuntimeError("ensure_repository talks to Artifact Registry: cloud mode only.")
-    if runner(describe_repository_command(settings)).returncode == 0:
-        return False
-    run_commands([create_repository_command(settings)], settings, runner=runner)
-    return True
-
-
 def publish_image(
-    settings: Settings, route: str = "docker", *, runner: Runner = default_runner
+    settings: Settings,
+    registry_client: Any,
+    route: str = "docker",
+    *,
+    runner: Runner = default_runner,
 ) -> PublishPlan:
-    """Cloud mode: make sure the repository exists, then build and push. Local mode: return
-    the plan without running anything (print it to show the learner)."""
+    """Cloud mode: make sure the repository exists (through ``registry_client``), then build
+    and push. Local mode: return the plan without running anything (print it to show the
+    learner)."""
     plan = publish_plan(settings, route)
     if settings.mode == "cloud":
-        ensure_repository(settings, runner=runner)
+        registry.ensure_repository(settings, registry_client)
         run_commands(plan.build_and_push, settings, runner=runner)
     return plan

@@ -212,3 +212,10 @@ def service_usage_client(settings: Settings, *, state_dir: str | Path | None = N
     from google.cloud import service_usage_v1
 
     return google_client(service_usage_v1.ServiceUsageClient, settings, state_dir=state_dir)
+
+
+def artifact_registry_client(settings: Settings, *, state_dir: str | Path | None = None) -> Any:
+    """Artifact Registry's `ArtifactRegistryClient` (the repository and its images)."""
+    from google.cloud import artifactregistry_v1
+
+    return google_client(artifactregistry_v1.ArtifactRegistryClient, settings, state_dir=state_dir)

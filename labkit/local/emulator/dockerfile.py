@@ -401,6 +401,16 @@ class ImageRegistry:
         with self._lock:
             return dict(self._images)
 
+    def unregister_under(self, prefix: str) -> list[str]:
+        """Drop every image whose URI starts with ``prefix`` (a deleted repository's or
+        image's); returns the URIs dropped."""
+        with self._lock:
+            gone = [uri for uri in self._images if uri.startswith(prefix)]
+            for uri in gone:
+                del self._images[uri]
+            write_json_atomic(self.path, self._images, sort_keys=True)
+        return gone
+
     def resolve(self, image_uri: str) -> ImagePlan:
         context = self.images().get(normalize_image_uri(image_uri))
         if context is None:

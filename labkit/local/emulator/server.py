@@ -16,6 +16,8 @@ Routes (``P``/``L`` = project/location; every query may carry the SDK's
     GET    /v1/projects/P/locations/L/operations/OP                 the operation the SDK polls
     /v3/projects/P..., /v1/projects/P/services...                  Resource Manager and Service
                                                                     Usage (`project_api`)
+    /v1/projects/P/locations/L/repositories...                     Artifact Registry
+                                                                    (`artifact_registry`)
     GET    /labkit/v1/info                                          pid, port, state dir, images
     GET    /labkit/v1/images, POST /labkit/v1/images                registered build contexts
     GET    /labkit/v1/projects/P/locations/L/{customJobs|trainingPipelines}/ID/logs?tail=N
@@ -56,7 +58,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from labkit.local.emulator import project_api
+from labkit.local.emulator import artifact_registry, project_api
 from labkit.local.emulator.errors import ApiError, bad_request
 from labkit.local.emulator.http import Handler, error_response, json_endpoint, read_json_body
 from labkit.local.emulator.service import HOST, Service
@@ -259,6 +261,7 @@ def create_app(service: Service, guard: Guard) -> GuardedApp:
             *_routes(service),
             *project_api.resource_manager_routes(service),
             *project_api.service_usage_routes(service),
+            *artifact_registry.routes(service.repositories, service.services),
         ],
         exception_handlers={HTTPException: _http_error},
     )

@@ -115,6 +115,7 @@ class Service:
         max_running_replicas: int | None = None,
     ) -> None:
         """``max_running_replicas``: None reads `admission.default_limit` (env or cores)."""
+        from labkit.local.emulator.artifact_registry import Repositories
         from labkit.local.emulator.dockerfile import ImageRegistry
 
         self.state_dir = Path(state_dir).resolve()
@@ -125,6 +126,7 @@ class Service:
         self.registry: ImageRegistry = ImageRegistry(self.state_dir / "images.json")
         self.iam = ProjectIam(self.state_dir / "iam.json")
         self.services = ProjectServices(self.state_dir / "services.json")
+        self.repositories = Repositories(self.state_dir / "repositories.json", self.registry)
         self.stopping = threading.Event()
         self._runners: dict[str, JobRunner] = {}
         self._watchers: dict[str, threading.Thread] = {}
