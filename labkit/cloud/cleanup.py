@@ -379,11 +379,10 @@ def _plan_artifact_registry(
 
     items: list[Item] = []
     try:
-        kits = registry.kit_repositories(settings, client, None)
+        kits = registry.kit_repositories(settings, client)
         if registry.repository_name(settings) not in {r.name for r in kits}:
             items += _foreign_repository_image(settings, client)
-        runs = kits if run_id is None else registry.kit_repositories(settings, client, run_id)
-        for repo in runs:
+        for repo in (r for r in kits if run_id is None or r.run_id == run_id):
             items.append(
                 Item(
                     "repository",

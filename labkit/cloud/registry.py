@@ -71,9 +71,10 @@ def ensure_repository(settings: Settings, client: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class KitRepository:
-    """A repository carrying the kit's label, and how many image versions it holds."""
+    """A repository carrying the kit's label: its run and how many image versions it holds."""
 
     name: str  # projects/P/locations/L/repositories/R
+    run_id: str | None  # its lab-run label
     image_versions: int
 
     @property
@@ -81,17 +82,15 @@ class KitRepository:
         return self.name.rsplit("/", 1)[-1]
 
 
-def kit_repositories(settings: Settings, client: Any, run_id: str | None) -> list[KitRepository]:
-    """The region's repositories labelled ``lab=cassava`` (and ``lab-run=RUN`` when given).
-    Google's ``repositories.list`` filters on the name only, so the labels are read here."""
+def kit_repositories(settings: Settings, client: Any) -> list[KitRepository]:
+    """The region's repositories labelled ``lab=cassava``. Google's ``repositories.list``
+    filters on the name only, so the labels are read here."""
     found = []
     for repo in client.list_repositories(parent=parent(settings)):
         labels = dict(repo.labels)
-        if labels.get(KIT_LABEL_KEY) != KIT_LABEL_VALUE:
-            continue
-        if run_id is not None and labels.get(RUN_LABEL_KEY) != run_id:
-            continue
-        found.append(KitRepository(repo.name, len(image_versions(client, repo.name))))
+        if labels.get(KIT_LABEL_KEY) == KIT_LABEL_VALUE:
+            versions = len(image_versions(client, repo.name))
+            found.append(KitRepository(repo.name, labels.get(RUN_LABEL_KEY), versions))
     return found
 
 

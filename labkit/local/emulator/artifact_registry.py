@@ -37,9 +37,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 
+from labkit.cloud.paths import write_json_atomic
 from labkit.local.emulator.dockerfile import ImageRegistry
 from labkit.local.emulator.errors import ApiError
-from labkit.local.emulator.http import json_endpoint, read_json_body
+from labkit.local.emulator.http import Handler, read_json_body, service_endpoint
 from labkit.local.emulator.services import ProjectServices
 
 ARTIFACT_REGISTRY = "artifactregistry.googleapis.com"
@@ -91,7 +92,7 @@ class Repositories:
         return json.loads(self.path.read_text(encoding="utf-8"))
 
     def _write(self, data: dict[str, dict[str, Any]]) -> None:
-        self.path.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+        write_json_atomic(self.path, data, sort_keys=True)
 
     def get(self, name: str) -> dict[str, Any]:
         repository = self._read().get(name)
@@ -155,10 +156,7 @@ class Repositories:
 
     def docker_images(self, name: str) -> list[dict[str, Any]]:
         """The repository's images: its registrations grouped by digest, tags gathered."""
-        repository = self._read().get(name)
-        if repository is None:
-            raise _not_found(name)
-        prefix = repository["registryUri"] + "/"
+        prefix = self.get(name)["registryUri"] + "/"
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for uri, context in sorted(self.images.images().items()):
             if not uri.startswith(prefix) or "@" in uri:
@@ -171,12 +169,10 @@ class Repositories:
 
     def delete_package(self, repository: str, package: str) -> dict[str, Any]:
         """``packages.delete``: the image's every version and tag."""
+        registry_uri = self.get(repository)["registryUri"]
         image = urllib.parse.unquote(package)
-        matching = [i for i in self.docker_images(repository) if i["package"] == image]
-        if not matching:
+        if not self.images.unregister_under(f"{registry_uri}/{image}:"):
             raise _not_found(f"{repository}/packages/{package}")
-        registry_uri = self._read()[repository]["registryUri"]
-        self.images.unregister_under(f"{registry_uri}/{image}:")
         return _finished_operation(repository, None)
 
 
@@ -193,12 +189,7 @@ def _docker_image(repository: str, prefix: str, image: str, digest: str) -> dict
         "uri": f"{prefix}{image}@{digest}",
         "tags": [],
         "mediaType": MANIFEST_TYPE,
-        "package": image,  # dropped on the wire; packages.delete matches on it
     }
-
-
-def _wire_image(image: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in image.items() if k != "package"}
 
 
 def _name_pattern(text: str | None) -> str | None:
@@ -221,12 +212,8 @@ def _name_pattern(text: str | None) -> str | None:
 def routes(repositories: Repositories, services: ProjectServices) -> list[BaseRoute]:
     """The routes above, each refused while the project has Artifact Registry off."""
 
-    def checked(handler: Any) -> Any:
-        async def endpoint(request: Request) -> Any:
-            services.require(request.path_params["project"], ARTIFACT_REGISTRY)
-            return await handler(request)
-
-        return json_endpoint(endpoint)
+    def checked(handler: Handler) -> Any:
+        return service_endpoint(services, ARTIFACT_REGISTRY, handler)
 
     def parent(request: Request) -> str:
         p = request.path_params
@@ -251,7 +238,7 @@ def routes(repositories: Repositories, services: ProjectServices) -> list[BaseRo
 
     async def docker_images(request: Request) -> Any:
         images = await run_in_threadpool(repositories.docker_images, repository(request))
-        return {"dockerImages": [_wire_image(i) for i in images]}
+        return {"dockerImages": images}
 
     async def delete_package(request: Request) -> Any:
         package = request.path_params["package"]

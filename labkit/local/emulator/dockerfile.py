@@ -408,7 +408,8 @@ class ImageRegistry:
             gone = [uri for uri in self._images if uri.startswith(prefix)]
             for uri in gone:
                 del self._images[uri]
-            write_json_atomic(self.path, self._images, sort_keys=True)
+            if gone:
+                write_json_atomic(self.path, self._images, sort_keys=True)
         return gone
 
     def resolve(self, image_uri: str) -> ImagePlan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import ClientDisconnect, Request
@@ -95,3 +95,21 @@ def json_endpoint(handler: Handler) -> Callable[[Request], Awaitable[JSONRespons
             return error_response(ApiError(500, "INTERNAL", f"local service error: {err!r}"))
 
     return endpoint
+
+
+class EnabledServices(Protocol):
+    def require(self, project_id: str, service: str) -> None: ...
+
+
+def service_endpoint(
+    services: EnabledServices, api: str, handler: Handler
+) -> Callable[[Request], Awaitable[JSONResponse]]:
+    """`json_endpoint` for a call to ``api``: refused first with 403 SERVICE_DISABLED while
+    the request's project has that API off, as Google refuses it
+    (`labkit.local.emulator.services`). One copy for every API the platform serves."""
+
+    async def checked(request: Request) -> Any:
+        services.require(request.path_params["project"], api)
+        return await handler(request)
+
+    return json_endpoint(checked)

@@ -60,7 +60,13 @@ from starlette.routing import BaseRoute, Route
 
 from labkit.local.emulator import artifact_registry, project_api
 from labkit.local.emulator.errors import ApiError, bad_request
-from labkit.local.emulator.http import Handler, error_response, json_endpoint, read_json_body
+from labkit.local.emulator.http import (
+    Handler,
+    error_response,
+    json_endpoint,
+    read_json_body,
+    service_endpoint,
+)
 from labkit.local.emulator.service import HOST, Service
 from labkit.local.emulator.store import KINDS
 from labkit.local.guard import Guard, Refusal
@@ -91,14 +97,8 @@ def _routes(service: Service) -> list[BaseRoute]:
     routes: list[BaseRoute] = []
 
     def vertex_api(handler: Handler) -> Callable[[Request], Awaitable[JSONResponse]]:
-        """A Vertex AI call: refused with 403 SERVICE_DISABLED while the project has the
-        Vertex AI API off, as Google refuses it (`labkit.local.emulator.services`)."""
-
-        async def checked(request: Request) -> Any:
-            service.services.require(request.path_params["project"], VERTEX_API)
-            return await handler(request)
-
-        return json_endpoint(checked)
+        """A Vertex AI call: refused while the project has the Vertex AI API off."""
+        return service_endpoint(service.services, VERTEX_API, handler)
 
     for kind in COLLECTIONS:
 
