@@ -14,7 +14,6 @@ import pytest
 SLOW_FILES = {
     "test_cluster.py",  # real multi-process clusters and their supervisors, signals, timeouts
     "test_multiworker.py",  # 2-worker MWMS training
-    "test_fault_by_step.py",  # a preempted 2-worker training and its restart
     "test_restarts.py",  # Vertex's restart rules with real replicas
     "test_model_output_dir.py",  # the kit's and the codelab's trainers as processes
     "test_trainer_bad_input.py",  # the trainer as a process on corrupt data

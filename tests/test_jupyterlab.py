@@ -126,16 +126,37 @@ def cells_before_the_check(path: Path) -> int:
     return ids.index(CHECK_CELL) + 1
 
 
+ACTIVE_CELL_INDEX_JS = (
+    "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')]"
+    ".findIndex(cell => cell.classList.contains('jp-mod-active'))"
+)
+# Each code cell's prompt ("[3]:", "[*]:") and its error output, if any: what a learner
+# would look at when the expected output never came.
+CELL_STATES_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')].map((cell, i) => {
+    const prompt = cell.querySelector('.jp-InputPrompt')?.textContent.trim() ?? '';
+    const error = cell.querySelector('[data-mime-type="application/vnd.jupyter.stderr"]');
+    return `code cell ${i}: ${prompt} ${error ? error.textContent.slice(-400) : ''}`;
+})"""
+
+
 def run_up_to_the_check(page, presses: int) -> None:
+    """Shift+Enter ``presses`` times, each only once JupyterLab has moved to the next cell:
+    keys typed while the page is still busy are otherwise lost (seen once on CI, where
+    the check cell then never ran)."""
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.keyboard.press("Escape")  # command mode, as after a click on the cell's margin
-    for _ in range(presses):
+    for index in range(presses):
         page.keyboard.press("Shift+Enter")
+        page.wait_for_function(f"() => ({ACTIVE_CELL_INDEX_JS})() >= {index + 1}", timeout=30_000)
 
 
 def check_output(page, text: str):
     output = page.locator(".jp-OutputArea-output", has_text=text).last
-    output.wait_for(timeout=CELL_TIMEOUT_MS)
+    try:
+        output.wait_for(timeout=CELL_TIMEOUT_MS)
+    except Exception as error:
+        states = "\n".join(page.evaluate(CELL_STATES_JS))
+        raise AssertionError(f"no output {text!r}; the notebook's code cells:\n{states}") from error
     return output
 
 

@@ -1,9 +1,10 @@
 """The real trainer on the synthetic sample: it learns, saves a model that serves, resumes.
 
-The model checks read a run of their own: `python -m trainer.task` with the local mode's
-knobs (32x32, 16 per step, 2 epochs of the 500-image sample, as notebook 02 trains), once
-per module, so these tests need no notebook run. The resume test runs
-`python -m trainer.task` processes of its own, as the container does.
+The model checks read the baseline notebook 02 trained in the lab run under nbval
+(`nbval_lab`: the local mode's knobs, 32x32, 2 epochs of the 500-image sample): one training
+run carries both the notebook's checks and these, instead of a second identical run (it cost
+about 3 minutes of `make test`). The resume test runs `python -m trainer.task` processes of
+its own, as the container does.
 """
 
 from __future__ import annotations
@@ -14,21 +15,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lab_runs import LAB_TIMEOUT_S
 from trainer_runs import read_metrics, run_trainer, small_args
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def trained(sample_for_jobs, tmp_path_factory):
-    """The baseline trained with the local knobs: (its output folder, the sample)."""
-    out = tmp_path_factory.mktemp("baseline")
-    proc = run_trainer(small_args(sample_for_jobs.tfds_data_dir, out))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert (out / "model" / "metrics.json").is_file(), proc.stdout[-3000:]
+def trained(nbval_lab, sample_for_jobs):
+    """The baseline notebook 02 trained with the local knobs: (its output folder, the sample)."""
+    out = nbval_lab["run_dir"] / "baseline"
+    assert (out / "model" / "metrics.json").is_file(), nbval_lab["result"].stdout[-3000:]
     return out, sample_for_jobs
 
 
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)  # the lab run, when it starts here
 def test_accuracy_is_above_chance(trained):
     out, sample = trained
     metrics = read_metrics(out / "model")
@@ -42,6 +43,7 @@ def test_accuracy_is_above_chance(trained):
     assert len(metrics["history"]["loss"]) == 2
 
 
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)  # the lab run, when it starts here
 def test_savedmodel_serves_raw_images(trained):
     import tensorflow as tf
     import tensorflow_datasets as tfds
@@ -71,6 +73,7 @@ def test_savedmodel_serves_raw_images(trained):
     }
 
 
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)  # the lab run, when it starts here
 def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
     import tensorflow as tf
     import tf_keras
@@ -103,6 +106,7 @@ def test_savedmodel_serves_jpeg_bytes_and_keras_file_loads(trained):
         assert json.loads(archive.read("config.json"))["class_name"] == "Functional"
 
 
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)  # the lab run, when it starts here
 def test_tensorboard_events_and_no_leftovers(trained):
     out, _ = trained
     assert list((out / "logs").rglob("events.out.tfevents.*"))
