@@ -383,6 +383,16 @@ def test_expected_failure_is_a_short_account_without_traceback(tmp_path):
     assert f"full logs ({result.hidden_lines} more lines): {tmp_path / 'logs'}/" in account
     assert "Traceback" not in account and not any("Traceback" in line for line in lines)
     assert len(account.splitlines()) <= 6
+    # The zh-CN edition reads the same account in Chinese (issue 29, item 1); the replica's
+    # own last words and the paths stay as written.
+    from labkit import i18n
+
+    with i18n.using("zh-CN"):
+        chinese = result.account(next_step="重启作业")
+    assert chinese.splitlines()[0].startswith("结果：失败，用时 ")
+    assert "worker-0：以状态码 3 退出，最先失败：task=worker:0 FAULT INJECTED" in chinese
+    assert "下一步：重启作业" in chinese and f"完整日志（另有 {result.hidden_lines} 行）" in chinese
+    assert len(chinese.splitlines()) == len(account.splitlines())
 
 
 def test_cpp_log_lines_are_recognised():

@@ -75,33 +75,63 @@ class ClusterResult:
         For an expected failure (a simulated preemption) this replaces the tracebacks a
         replica left in its log: the cause is the first failing replica's own last words.
         """
-        lines = [f"outcome: {self.outcome} in {self.wall_seconds:.0f} s"]
+        from labkit.i18n import gettext as tr
+
+        lines = [
+            tr("outcome: {outcome} in {seconds} s").format(
+                outcome=outcome_words(self.outcome), seconds=f"{self.wall_seconds:.0f}"
+            )
+        ]
         for role, code in self.exit_codes.items():
+            ended = supervisor.describe_exit(code, tr)
             if role == self.failed_role:
                 why = last_words(self.log_text(role))
-                lines.append(
-                    f"{role}: {supervisor.describe_exit(code)}, failed first"
-                    + (f": {why}" if why else "")
+                first = (
+                    tr("{role}: {ended}, failed first: {why}")
+                    if why
+                    else tr("{role}: {ended}, failed first")
                 )
+                lines.append(first.format(role=role, ended=ended, why=why))
             elif code is not None and code < 0 and not self.ok:
                 lines.append(
-                    f"{role}: {supervisor.describe_exit(code)}: stopped by the supervisor, "
-                    "since a multi-worker cluster cannot go on without every replica"
+                    tr(
+                        "{role}: {ended}: stopped by the supervisor, since a multi-worker "
+                        "cluster cannot go on without every replica"
+                    ).format(role=role, ended=ended)
                 )
             elif code and self.failed_role:
                 why = last_words(self.log_text(role))[:120]
                 lines.append(
-                    f"{role}: {supervisor.describe_exit(code)} after losing {self.failed_role}"
+                    tr("{role}: {ended} after losing {failed}").format(
+                        role=role, ended=ended, failed=self.failed_role
+                    )
                     + (f" ({why})" if why else "")
                 )
             else:
-                lines.append(f"{role}: {supervisor.describe_exit(code)}")
+                lines.append(f"{role}: {ended}")
         if next_step:
-            lines.append(f"next: {next_step}")
+            lines.append(tr("next: {step}").format(step=next_step))
         folder = next(iter(self.logs.values())).parent if self.logs else None
         names = ", ".join(path.name for path in self.logs.values())
-        lines.append(f"full logs ({self.hidden_lines} more lines): {folder}/ {names}")
+        lines.append(
+            tr("full logs ({count} more lines): {folder}/ {names}").format(
+                count=self.hidden_lines, folder=folder, names=names
+            )
+        )
         return "\n".join(lines)
+
+
+def outcome_words(outcome: str) -> str:
+    """A `ClusterResult.outcome` in the edition's words."""
+    from labkit.i18n import gettext as tr
+
+    words = {
+        "succeeded": tr("succeeded"),
+        "failed": tr("failed"),
+        "timeout": tr("timed out"),
+        "cancelled": tr("cancelled"),
+    }
+    return words.get(outcome, outcome)
 
 
 def last_words(log: str) -> str:

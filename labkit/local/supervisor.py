@@ -489,15 +489,17 @@ def supervise(
     )
 
 
-def describe_exit(returncode: int | None) -> str:
+def describe_exit(returncode: int | None, tr: Callable[[str], str] = str) -> str:
+    """How a replica ended, in words. ``tr`` translates the phrase (`labkit.i18n.gettext`
+    for what a notebook shows); the service's job logs keep Vertex's English."""
     if returncode is None:
-        return "did not exit"
+        return tr("did not exit")
     if returncode < 0:
         try:
-            return f"was killed by {signal.Signals(-returncode).name}"
+            return tr("was killed by {signal}").format(signal=signal.Signals(-returncode).name)
         except ValueError:
-            return f"was killed by signal {-returncode}"
-    return f"exited with status {returncode}"
+            return tr("was killed by signal {number}").format(number=-returncode)
+    return tr("exited with status {code}").format(code=returncode)
 
 
 def failure_message(replica: ReplicaOutcome) -> str:
