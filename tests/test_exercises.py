@@ -178,6 +178,15 @@ def test_check_returns_the_learners_function_or_the_solution(capsys):
     renamed.__name__ = "my_batch"
     assert exercises.check(renamed) is renamed
     assert "not one of the exercises" in capsys.readouterr().out
+    with i18n.using("zh-CN"):  # the zh-CN edition's lines around the outcome
+        exercises.check(blank, solved=True)
+        exercises.check(renamed)
+    out = capsys.readouterr().out
+    assert (
+        "SOLVED = True：正在检查本套件的解答（阅读解答：exercises.show_solution('global_batch')）"
+        in out
+    )
+    assert "my_batch 不是练习之一" in out
 
 
 def test_show_solution_is_the_solutions_source():

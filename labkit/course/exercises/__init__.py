@@ -21,6 +21,7 @@ from labkit.course.exercises import checks, dockerfile, pools
 from labkit.course.exercises.checks import Outcome
 from labkit.course.exercises.compare import side_by_side
 from labkit.course.exercises.trainer import check_run, run_trainer, write_trainer
+from labkit.i18n import gettext
 
 __all__ = [
     "Outcome",
@@ -88,7 +89,9 @@ def check(fn: Any, *, solved: bool = False, quiet: bool = False) -> Any:
     name = getattr(fn, "__name__", None)
     if name not in checks.CHECKS:
         print(
-            f"{name or fn!r} is not one of the exercises ({', '.join(names())}): keep the def's name as given"
+            gettext(
+                "{name} is not one of the exercises ({names}): keep the def's name as given"
+            ).format(name=name or repr(fn), names=", ".join(names()))
         )
         return fn
     if solved:
@@ -97,7 +100,9 @@ def check(fn: Any, *, solved: bool = False, quiet: bool = False) -> Any:
     if not quiet:
         if solved:
             print(
-                f"SOLVED = True: checking the kit's solution (read it: exercises.show_solution({name!r}))"
+                gettext("SOLVED = True: checking the kit's solution (read it: {how})").format(
+                    how=f"exercises.show_solution({name!r})"
+                )
             )
         print(outcome)
     if solved and not outcome.passed:
