@@ -20,7 +20,7 @@ help:
 	@echo "make lab      run the whole lab (notebooks 00-05) locally and print where results are"
 	@echo "              make lab EDITION=zh-CN runs the Simplified Chinese edition (notebooks/zh-CN/)"
 	@echo "make test     run every test (unit, multi-process, local Vertex AI service, notebooks)"
-	@echo "make train    only the 2-worker training on the sample, through labkit cluster"
+	@echo "make train    only the 2-worker training on the sample, through labkit cluster (EDITION=zh-CN: its lines in Chinese)"
 	@echo "make bench    benchmarks against the codelab's own code (bench/results/latest.json)"
 	@echo "make jupyter  JupyterLab on notebooks/ with the '$(KERNEL)' kernel (EDITION=zh-CN: in Chinese)"
 	@echo "make test-fast  the tests not marked slow (no training, no multi-process cluster; < 3 min)"
@@ -43,7 +43,7 @@ lab: $(STAMP) browser
 	$(BIN)/python -m labkit lab --lang $(EDITION)
 
 train: $(STAMP)
-	$(BIN)/python -m labkit lab --train-only
+	$(BIN)/python -m labkit lab --train-only --lang $(EDITION)
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest

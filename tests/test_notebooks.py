@@ -27,6 +27,7 @@ from lab_runs import (
     training_cells,
 )
 
+from labkit import i18n
 from labkit.cloud.settings import Settings
 from labkit.course import lab, plots, views
 from labkit.course.results import load_results, record, require_result
@@ -295,6 +296,23 @@ def test_train_only_trains_two_workers_and_says_where_the_model_is(tmp_path, sam
 
 
 # --------------------------------------------------------------------------- references
+
+
+def test_train_only_says_where_the_model_is_in_the_editions_language(monkeypatch, capsys):
+    """`make train EDITION=zh-CN`: the summary lines in Chinese, the paths as they are."""
+    import argparse
+    import types
+
+    done = types.SimpleNamespace(ok=True, wall_seconds=12.34, message="")
+    monkeypatch.setattr(lab, "train_only", lambda out, knobs: (done, Path("/tmp/run")))
+    with i18n.using("zh-CN"):
+        assert lab._main_train_only(argparse.Namespace(out=None), {}) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "[lab] 2 个工作器的训练成功，用时 12.3 秒",
+        "模型： /tmp/run/model/savedmodel",
+        "指标： /tmp/run/model/metrics.json",
+        "日志： /tmp/run/logs",
+    ]
 
 
 def test_copy_references_takes_only_marked_cells(tmp_path):

@@ -622,16 +622,23 @@ def _main_train_only(args: argparse.Namespace, overrides: dict[str, Any]) -> int
     result, run_dir = train_only(args.out, knob_overrides)
     # Here, not at the top: trainer.export imports TensorFlow, which the rest of the lab
     # runner (the parent of papermill's kernels) never needs.
+    from labkit.i18n import gettext as tr
     from trainer.export import SAVEDMODEL_DIR
 
     model_dir = run_dir / "model"
     if not result.ok:
-        print(f"[lab] training failed: {result.message}", file=sys.stderr)
+        print("[lab]", tr("training failed: {why}").format(why=result.message), file=sys.stderr)
         return 1
-    print(f"[lab] 2-worker training succeeded in {result.wall_seconds:.1f} s")
-    print(f"model:   {model_dir / SAVEDMODEL_DIR}")
-    print(f"metrics: {model_dir / 'metrics.json'}")
-    print(f"logs:    {run_dir / 'logs'}")
+    seconds = f"{result.wall_seconds:.1f}"
+    print("[lab]", tr("2-worker training succeeded in {seconds} s").format(seconds=seconds))
+    places = [
+        (tr("model:"), model_dir / SAVEDMODEL_DIR),
+        (tr("metrics:"), model_dir / "metrics.json"),
+        (tr("logs:"), run_dir / "logs"),
+    ]
+    width = max(len(label) for label, _ in places) + 1
+    for label, path in places:
+        print(f"{label.ljust(width)}{path}")
     return 0
 
 
@@ -652,6 +659,9 @@ def main(argv: list[str]) -> int:
             print(f"stripped {path}")
         return 0
     if args.train_only:
+        from labkit.i18n import set_language
+
+        set_language(args.lang)  # the summary lines in the edition's language
         return _main_train_only(args, overrides)
     parameters = {**CHECK_PARAMETERS, **overrides}
     if args.update_references and overrides:
