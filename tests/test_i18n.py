@@ -158,7 +158,7 @@ def _gettext_calls() -> dict[str, list[str]]:
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
             arg = node.args[0]
             if (
-                name in ("_", "gettext", "tr")
+                name in ("_", "gettext", "tr", "N_")
                 and isinstance(arg, ast.Constant)
                 and isinstance(arg.value, str)
             ):

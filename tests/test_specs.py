@@ -563,3 +563,29 @@ def test_a_container_spec_list_is_named_as_a_list_not_as_a_missing_image():
     assert [(p.field, p.message) for p in problems] == [
         ("worker_pool_specs[0].container_spec", "is a list, not one object.")
     ]
+
+
+def test_problems_read_in_the_editions_language_and_the_api_keeps_english():
+    """Issue 29, item 1: the validator's problems and fixes, as notebook 04 prints them and the
+    pools hint quotes them, in Chinese in the zh-CN edition; `Problem.message`/`.fix` (what
+    the local service answers over REST, as Google's API answers) stay English."""
+    from labkit import i18n
+
+    pools = [
+        {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 2},
+        {"machine_spec": {"machine_type": "n1-standard-4", "accelerator_count": 1}},
+    ]
+    problems = specs.validate_worker_pool_specs(pools)
+    english = specs.format_problems(problems)
+    with i18n.using("zh-CN"):
+        chinese = specs.format_problems(problems)
+    assert english.startswith(f"{len(problems)} problem(s):")
+    assert "pool 0 is the chief and must have exactly 1 replica." in english
+    assert chinese.startswith(f"{len(problems)} 个问题：")
+    assert "池 0 是主工作器，必须正好有 1 个副本" in chinese
+    assert "是 1，但没有设置 accelerator_type" in chinese and "修复方法：" in chinese
+    assert len(chinese.splitlines()) == len(english.splitlines())
+    first = problems[0]
+    with i18n.using("zh-CN"):
+        assert first.message == "is 2; pool 0 is the chief and must have exactly 1 replica."
+        assert first.message_in() != first.message

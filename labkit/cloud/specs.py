@@ -37,6 +37,7 @@ from typing import Any
 
 from labkit import KIT_LABEL_KEY, KIT_LABEL_VALUE
 from labkit.cloud.settings import Settings, find_placeholder
+from labkit.i18n import N_, gettext
 
 POOL_ROLES = ("chief", "worker", "parameter server", "evaluator")
 NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
@@ -106,16 +107,43 @@ class Problem:
     """
 
     field: str
-    message: str
-    fix: str
+    message_id: str  # English, with {name} fields from params (the catalog's message id)
+    fix_id: str
     vertex_rejects: bool = True
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def path(self) -> str:
         return ".".join(camel_name(part) for part in self.field.split("."))
 
+    def _words(self, message_id: str, lang: str | None) -> str:
+        text = gettext(message_id, lang)
+        return text.format(**self.params) if self.params else text
+
+    def message_in(self, lang: str | None = None) -> str:
+        """What is wrong, in ``lang`` (None: the active edition)."""
+        return self._words(self.message_id, lang)
+
+    def fix_in(self, lang: str | None = None) -> str:
+        return self._words(self.fix_id, lang)
+
+    @property
+    def message(self) -> str:
+        """English, as Google's API errors are: the local service's REST answers use it."""
+        return self.message_in("en")
+
+    @property
+    def fix(self) -> str:
+        return self.fix_in("en")
+
+    def text(self, lang: str | None = None) -> str:
+        """Where, what and the fix, in ``lang`` (None: the active edition)."""
+        return gettext("{field}: {message} Fix: {fix}", lang).format(
+            field=self.field, message=self.message_in(lang), fix=self.fix_in(lang)
+        )
+
     def __str__(self) -> str:
-        return f"{self.field}: {self.message} Fix: {self.fix}"
+        return self.text()
 
 
 class SpecError(ValueError):
@@ -323,16 +351,27 @@ def _placeholder_problem(field: str, value: str, what: str) -> Problem | None:
     ph = find_placeholder(value)
     if not ph:
         return None
-    if what == "project id":
-        fix = (
-            "put your real project id in (see `gcloud config list --format "
-            "'value(core.project)'`), or build the spec from the kit's settings."
-        )
-    elif what == "bucket":
-        fix = "put the name of a bucket you own in (the kit's is settings.bucket_uri)."
-    else:
-        fix = "replace it with the real value."
-    return Problem(field, f"contains the placeholder {ph!r} instead of a real {what}.", fix, False)
+    # One message per kind of value, so each reads whole in a translation.
+    message, fix = {
+        "project id": (
+            N_("contains the placeholder {placeholder} instead of a real project id."),
+            N_(
+                "put your real project id in (see `gcloud config list --format "
+                "'value(core.project)'`), or build the spec from the kit's settings."
+            ),
+        ),
+        "bucket": (
+            N_("contains the placeholder {placeholder} instead of a real bucket."),
+            N_("put the name of a bucket you own in (the kit's is settings.bucket_uri)."),
+        ),
+    }.get(
+        what,
+        (
+            N_("contains the placeholder {placeholder} instead of a real value."),
+            N_("replace it with the real value."),
+        ),
+    )
+    return Problem(field, message, fix, False, params=dict(placeholder=repr(ph)))
 
 
 # gcr.io hosts live on as Artifact Registry "gcr.io repositories" (GA), one per host, named
@@ -390,7 +429,7 @@ def image_notes(doc: Any) -> list[str]:
 def _check_image_uri(field: str, uri: str) -> list[Problem]:
     """Placeholders and malformed registry paths; gcr.io is accepted (see `gcr_note`)."""
     host, project = _image_project(uri)
-    fix = (
+    fix = N_(
         "put your real project id in (see `gcloud config list --format "
         "'value(core.project)'`), or build the spec from the kit's settings (settings.image_uri)."
     )
@@ -401,21 +440,27 @@ def _check_image_uri(field: str, uri: str) -> list[Problem]:
         return [
             Problem(
                 field,
-                f"contains the placeholder {ph!r} instead of a real project id.",
+                N_("contains the placeholder {placeholder} instead of a real project id."),
                 fix,
                 False,
+                params=dict(placeholder=repr(ph)),
             )
         ]
     is_registry = _GCR_HOST.match(host) or host.endswith("-docker.pkg.dev")
     if is_registry and not project:
-        return [Problem(field, f"{uri!r} has an empty project.", fix, False)]
+        return [
+            Problem(
+                field, N_("{uri} has an empty project."), fix, False, params=dict(uri=repr(uri))
+            )
+        ]
     if host.endswith("-docker.pkg.dev") and len(uri.split("/")) < 4:
         return [
             Problem(
                 field,
-                f"{uri!r} is not an Artifact Registry image path.",
-                "use REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG.",
+                N_("{uri} is not an Artifact Registry image path."),
+                N_("use REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG."),
                 False,
+                params=dict(uri=repr(uri)),
             )
         ]
     return []
@@ -436,12 +481,22 @@ def _check_machine(at: str, machine_spec: Any) -> tuple[list[Problem], int]:
         problems.append(
             Problem(
                 f"{at}.machine_spec.machine_type",
-                f"Vertex takes {machine}, but the kit has no checked price for it "
-                f"({table.region}, read {table.prices_read}), so `labkit cost` cannot "
-                "estimate this job.",
-                f"pick a priced machine ({_priced_examples(table)}), or add its price to "
-                f"labkit/cloud/prices.json from the {table.source}.",
+                N_(
+                    "Vertex takes {machine}, but the kit has no checked price for it ({region}, "
+                    "read {prices_read}), so `labkit cost` cannot estimate this job."
+                ),
+                N_(
+                    "pick a priced machine ({priced_examples}), or add its price to "
+                    "labkit/cloud/prices.json from the {source}."
+                ),
                 False,
+                params=dict(
+                    machine=machine,
+                    region=table.region,
+                    prices_read=table.prices_read,
+                    priced_examples=_priced_examples(table),
+                    source=table.source,
+                ),
             )
         )
     accel = machine_spec.get("accelerator_type")
@@ -449,11 +504,21 @@ def _check_machine(at: str, machine_spec: Any) -> tuple[list[Problem], int]:
         problems.append(
             Problem(
                 f"{at}.machine_spec.accelerator_type",
-                f"Vertex takes {accel}, but the kit has no checked price for it "
-                f"({table.region}, read {table.prices_read}).",
-                f"add its price to labkit/cloud/prices.json from the {table.source}, or pick one of "
-                f"{', '.join(sorted(table.accelerators))}.",
+                N_(
+                    "Vertex takes {accel}, but the kit has no checked price for it ({region}, "
+                    "read {prices_read})."
+                ),
+                N_(
+                    "add its price to labkit/cloud/prices.json from the {source}, or pick one of {names}."
+                ),
                 False,
+                params=dict(
+                    accel=accel,
+                    region=table.region,
+                    prices_read=table.prices_read,
+                    source=table.source,
+                    names=", ".join(sorted(table.accelerators)),
+                ),
             )
         )
     return problems, count
@@ -469,8 +534,8 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
         return [
             Problem(
                 f"{at}.machine_spec.machine_type",
-                "is missing; Vertex needs a machine type for every non-empty pool.",
-                'set it, e.g. "machine_spec": {"machine_type": "n1-standard-4"}.',
+                N_("is missing; Vertex needs a machine type for every non-empty pool."),
+                N_('set it, e.g. "machine_spec": {"machine_type": "n1-standard-4"}.'),
             )
         ], 0
     problems: list[Problem] = []
@@ -480,9 +545,14 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
         return [
             Problem(
                 f"{at}.machine_spec.machine_type",
-                f"{machine!r} is not a machine type of a family Vertex AI trains on "
-                f"(known: {', '.join(sorted(('n1', *CPU_ONLY_FAMILIES, *ACCELERATOR_FAMILIES)))}).",
-                'use a Compute Engine machine type such as "n1-standard-4" (the codelab\'s).',
+                N_(
+                    "{machine} is not a machine type of a family Vertex AI trains on (known: {names})."
+                ),
+                N_('use a Compute Engine machine type such as "n1-standard-4" (the codelab\'s).'),
+                params=dict(
+                    machine=repr(machine),
+                    names=", ".join(sorted(("n1", *CPU_ONLY_FAMILIES, *ACCELERATOR_FAMILIES))),
+                ),
             )
         ], 0
     accel = machine_spec.get("accelerator_type") or None
@@ -494,15 +564,21 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
     f_count = f"{at}.machine_spec.accelerator_count"
     if count is None or count < 0:
         problems.append(
-            Problem(f_count, f"is {raw_count!r}, not a count.", "use 0 or a positive integer.")
+            Problem(
+                f_count,
+                N_("is {raw_count}, not a count."),
+                N_("use 0 or a positive integer."),
+                params=dict(raw_count=repr(raw_count)),
+            )
         )
         return problems, 0
     if count and not accel:
         problems.append(
             Problem(
                 f_count,
-                f"is {count} but no accelerator_type is set.",
-                'name the GPU, e.g. "accelerator_type": "NVIDIA_TESLA_T4", or drop the count.',
+                N_("is {count} but no accelerator_type is set."),
+                N_('name the GPU, e.g. "accelerator_type": "NVIDIA_TESLA_T4", or drop the count.'),
+                params=dict(count=count),
             )
         )
         return problems, count
@@ -510,8 +586,11 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
         problems.append(
             Problem(
                 f_count,
-                f"is missing or 0 while accelerator_type is {accel}.",
-                'set "accelerator_count" (e.g. 1), or remove accelerator_type for a CPU machine.',
+                N_("is missing or 0 while accelerator_type is {accel}."),
+                N_(
+                    'set "accelerator_count" (e.g. 1), or remove accelerator_type for a CPU machine.'
+                ),
+                params=dict(accel=accel),
             )
         )
         return problems, 0
@@ -519,8 +598,9 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
         problems.append(
             Problem(
                 f_type,
-                f"{accel!r} is not a Vertex AI GPU type this kit knows.",
-                f"use one of {', '.join(sorted(KNOWN_ACCELERATORS))}.",
+                N_("{accel} is not a Vertex AI GPU type this kit knows."),
+                N_("use one of {names}."),
+                params=dict(accel=repr(accel), names=", ".join(sorted(KNOWN_ACCELERATORS))),
             )
         )
         return problems, count
@@ -533,17 +613,25 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
             problems.append(
                 Problem(
                     f_type,
-                    f"{accel} cannot be attached to an N1 machine ({machine}); N1 takes "
-                    f"{', '.join(sorted(N1_GPU_VCPU_LIMITS))}.",
-                    f"use {_machine_for(accel)} for {accel}, or pick an N1 GPU.",
+                    N_(
+                        "{accel} cannot be attached to an N1 machine ({machine}); N1 takes {names}."
+                    ),
+                    N_("use {machine_for} for {accel}, or pick an N1 GPU."),
+                    params=dict(
+                        accel=accel,
+                        machine=machine,
+                        names=", ".join(sorted(N1_GPU_VCPU_LIMITS)),
+                        machine_for=_machine_for(accel),
+                    ),
                 )
             )
         elif count not in limits:
             problems.append(
                 Problem(
                     f_count,
-                    f"{count} x {accel} is not a valid N1 configuration.",
-                    f"use one of {sorted(limits)}.",
+                    N_("{count} x {accel} is not a valid N1 configuration."),
+                    N_("use one of {values}."),
+                    params=dict(count=count, accel=accel, values=sorted(limits)),
                 )
             )
         else:
@@ -552,9 +640,17 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
                 problems.append(
                     Problem(
                         f"{at}.machine_spec.machine_type",
-                        f"{machine} has {vcpus} vCPUs; {count} x {accel} allows at most "
-                        f"{limits[count]}.",
-                        "pick a smaller N1 machine or more GPUs.",
+                        N_(
+                            "{machine} has {vcpus} vCPUs; {count} x {accel} allows at most {limits}."
+                        ),
+                        N_("pick a smaller N1 machine or more GPUs."),
+                        params=dict(
+                            machine=machine,
+                            vcpus=vcpus,
+                            count=count,
+                            accel=accel,
+                            limits=limits[count],
+                        ),
                     )
                 )
     elif family in ACCELERATOR_FAMILIES:
@@ -564,43 +660,70 @@ def _check_machine_shape(at: str, machine_spec: Any) -> tuple[list[Problem], int
             problems.append(
                 Problem(
                     f"{at}.machine_spec.machine_type",
-                    f"{machine!r} is not a known {family.upper()} shape.",
-                    f"use one of {', '.join(shapes)}.",
+                    N_("{machine} is not a known {family} shape."),
+                    N_("use one of {names}."),
+                    params=dict(
+                        machine=repr(machine), family=family.upper(), names=", ".join(shapes)
+                    ),
                 )
             )
         elif accel is None:
             problems.append(
                 Problem(
                     f_type,
-                    f"is missing; {machine} comes with {attached[1]} x {attached[0]} and Vertex "
-                    "wants them declared.",
-                    f'set "accelerator_type": "{attached[0]}", "accelerator_count": {attached[1]}.',
+                    N_(
+                        "is missing; {machine} comes with {gpus} x {gpu} and Vertex wants "
+                        "them declared."
+                    ),
+                    N_('set "accelerator_type": "{gpu}", "accelerator_count": {gpus}.'),
+                    params=dict(machine=machine, gpus=attached[1], gpu=attached[0]),
                 )
             )
         elif accel != attached[0]:
             problems.append(
                 Problem(
                     f_type,
-                    f"{accel} cannot run on {machine}, which carries {attached[0]}.",
-                    f"use {attached[0]}, or {_machine_for(accel)} for {accel}.",
+                    N_("{accel} cannot run on {machine}, which carries {gpu}."),
+                    N_("use {gpu}, or {machine_for} for {accel}."),
+                    params=dict(
+                        accel=accel,
+                        machine=machine,
+                        gpu=attached[0],
+                        machine_for=_machine_for(accel),
+                    ),
                 )
             )
         elif count != attached[1]:
             problems.append(
                 Problem(
                     f_count,
-                    f"{machine} carries exactly {attached[1]} x {attached[0]}, not {count}.",
-                    f"set accelerator_count to {attached[1]} or pick the "
-                    f"{family.upper()} shape with {count} GPUs.",
+                    N_("{machine} carries exactly {gpus} x {gpu}, not {count}."),
+                    N_(
+                        "set accelerator_count to {gpus} or pick the {family} shape with {count} GPUs."
+                    ),
+                    params=dict(
+                        machine=machine,
+                        gpus=attached[1],
+                        gpu=attached[0],
+                        count=count,
+                        family=family.upper(),
+                    ),
                 )
             )
     elif accel is not None:
-        kind = "takes no GPUs" if family in CPU_ONLY_FAMILIES else "is not known to take GPUs"
         problems.append(
             Problem(
                 f_type,
-                f"machine family {family.upper()} ({machine}) {kind}.",
-                f"use {_machine_for(accel)} for {accel}, or remove the accelerator.",
+                N_("machine family {family} ({machine}) takes no GPUs.")
+                if family in CPU_ONLY_FAMILIES
+                else N_("machine family {family} ({machine}) is not known to take GPUs."),
+                N_("use {machine_for} for {accel}, or remove the accelerator."),
+                params=dict(
+                    family=family.upper(),
+                    machine=machine,
+                    machine_for=_machine_for(accel),
+                    accel=accel,
+                ),
             )
         )
     return problems, count or 0
@@ -621,16 +744,20 @@ def _check_code_spec(at: str, pool: dict[str, Any]) -> list[Problem]:
         return [
             Problem(
                 at,
-                "has both container_spec and python_package_spec.",
-                "keep one: container_spec for the kit's image.",
+                N_("has both container_spec and python_package_spec."),
+                N_("keep one: container_spec for the kit's image."),
             )
         ]
     if not container and not package:
         return [
             Problem(
                 f"{at}.container_spec",
-                "is missing (and there is no python_package_spec): the pool has nothing to run.",
-                'add "container_spec": {"image_uri": "REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"}.',
+                N_(
+                    "is missing (and there is no python_package_spec): the pool has nothing to run."
+                ),
+                N_(
+                    'add "container_spec": {"image_uri": "REGION-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"}.'
+                ),
             )
         ]
     problems: list[Problem] = []
@@ -639,25 +766,30 @@ def _check_code_spec(at: str, pool: dict[str, Any]) -> list[Problem]:
             return [
                 Problem(
                     f"{at}.{key}",
-                    f"is a {type(spec).__name__}, not one object.",
-                    f'use one object: "{key}": {{...}}, not a list of them.',
+                    N_("is a {name}, not one object."),
+                    N_('use one object: "{key}": {{...}}, not a list of them.'),
+                    params=dict(name=type(spec).__name__, key=key),
                 )
             ]
     if container:
         f = f"{at}.container_spec"
         if not container.get("image_uri"):
-            return [Problem(f"{f}.image_uri", "is missing.", "set the trainer image URI.")]
+            return [Problem(f"{f}.image_uri", N_("is missing."), N_("set the trainer image URI."))]
         problems += _check_image_uri(f"{f}.image_uri", str(container["image_uri"]))
         problems += _check_args_env(f, container)
     else:
         f = f"{at}.python_package_spec"
         for key in ("executor_image_uri", "python_module"):
             if not package.get(key):
-                problems.append(Problem(f"{f}.{key}", "is missing.", f"set {key}."))
+                problems.append(
+                    Problem(f"{f}.{key}", N_("is missing."), N_("set {key}."), params=dict(key=key))
+                )
         uris = package.get("package_uris") or []
         if not uris:
             problems.append(
-                Problem(f"{f}.package_uris", "is missing.", "list the gs:// URI of the sdist.")
+                Problem(
+                    f"{f}.package_uris", N_("is missing."), N_("list the gs:// URI of the sdist.")
+                )
             )
         for i, uri in enumerate(uris):
             p = _placeholder_problem(f"{f}.package_uris[{i}]", str(uri), "bucket")
@@ -671,7 +803,7 @@ def _check_args_env(at: str, spec: dict[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     args = spec.get("args") or []
     if isinstance(args, str):
-        return [Problem(f"{at}.args", "is one string.", 'use a list: ["--epochs", "2"].')]
+        return [Problem(f"{at}.args", N_("is one string."), N_('use a list: ["--epochs", "2"].'))]
     for i, arg in enumerate(args):
         what = "bucket" if "gs://" in str(arg) else "value"
         p = _placeholder_problem(f"{at}.args[{i}]", str(arg), what)
@@ -680,7 +812,12 @@ def _check_args_env(at: str, spec: dict[str, Any]) -> list[Problem]:
     for i, item in enumerate(spec.get("env") or []):
         if not isinstance(item, dict) or "name" not in item:
             problems.append(
-                Problem(f"{at}.env[{i}]", f"is {item!r}.", 'use {"name": "VAR", "value": "..."}.')
+                Problem(
+                    f"{at}.env[{i}]",
+                    N_("is {item}."),
+                    N_('use {{"name": "VAR", "value": "..."}}.'),
+                    params=dict(item=repr(item)),
+                )
             )
             continue
         value = str(item.get("value", ""))
@@ -701,16 +838,17 @@ def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> 
         return [
             Problem(
                 field,
-                f"is a {type(specs).__name__}, not a list of pools.",
-                "wrap the pools in a list.",
+                N_("is a {name}, not a list of pools."),
+                N_("wrap the pools in a list."),
+                params=dict(name=type(specs).__name__),
             )
         ]
     if not specs or all(p == {} for p in specs):
         return [
             Problem(
                 field,
-                "has no pools.",
-                "add pool 0 (the chief, replica_count 1) and, for MWMS, pool 1 (the workers).",
+                N_("has no pools."),
+                N_("add pool 0 (the chief, replica_count 1) and, for MWMS, pool 1 (the workers)."),
             )
         ]
     problems: list[Problem] = []
@@ -718,9 +856,12 @@ def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> 
         problems.append(
             Problem(
                 field,
-                f"has {len(specs)} pools; Vertex takes at most 4 (chief, workers, "
-                "parameter servers, evaluators).",
-                "merge the extra pools.",
+                N_(
+                    "has {count} pools; Vertex takes at most 4 (chief, workers, parameter "
+                    "servers, evaluators)."
+                ),
+                N_("merge the extra pools."),
+                params=dict(count=len(specs)),
             )
         )
     accelerators: dict[int, int] = {}
@@ -728,7 +869,12 @@ def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> 
         at = f"{field}[{i}]"
         if not isinstance(raw, dict):
             problems.append(
-                Problem(at, f"is {raw!r}, not a pool.", "use a dict or {} as a placeholder.")
+                Problem(
+                    at,
+                    N_("is {raw}, not a pool."),
+                    N_("use a dict or {{}} as a placeholder."),
+                    params=dict(raw=repr(raw)),
+                )
             )
             continue
         pool = snake_keys(raw)
@@ -736,7 +882,9 @@ def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> 
             if i == 0:
                 problems.append(
                     Problem(
-                        at, "is empty, but pool 0 is the chief.", "describe the chief in pool 0."
+                        at,
+                        N_("is empty, but pool 0 is the chief."),
+                        N_("describe the chief in pool 0."),
                     )
                 )
             continue
@@ -745,17 +893,18 @@ def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> 
             problems.append(
                 Problem(
                     f"{at}.replica_count",
-                    f"is {pool.get('replica_count')!r}; pool 0 is the chief and must have exactly 1 "
-                    "replica.",
-                    "set replica_count to 1 and put more machines in pool 1 (the workers).",
+                    N_("is {value}; pool 0 is the chief and must have exactly 1 replica."),
+                    N_("set replica_count to 1 and put more machines in pool 1 (the workers)."),
+                    params=dict(value=repr(pool.get("replica_count"))),
                 )
             )
         elif i > 0 and (replicas is None or replicas < 1):
             problems.append(
                 Problem(
                     f"{at}.replica_count",
-                    f"is {pool.get('replica_count')!r}; a non-empty pool needs at least 1 replica.",
-                    "set replica_count, or make the pool {} if it is a placeholder.",
+                    N_("is {value}; a non-empty pool needs at least 1 replica."),
+                    N_("set replica_count, or make the pool {{}} if it is a placeholder."),
+                    params=dict(value=repr(pool.get("replica_count"))),
                 )
             )
         machine_problems, count = _check_machine(at, pool.get("machine_spec"))
@@ -766,11 +915,14 @@ def validate_worker_pool_specs(specs: Any, field: str = "worker_pool_specs") -> 
         problems.append(
             Problem(
                 f"{field}[1].machine_spec.accelerator_count",
-                f"the workers have {accelerators[1]} GPU(s) each but the chief has "
-                f"{accelerators[0]}; MultiWorkerMirroredStrategy wants the same number of GPUs "
-                "on every machine.",
-                "give pool 0 and pool 1 the same accelerator_count.",
+                N_(
+                    "the workers have {worker_gpus} GPU(s) each but the chief has "
+                    "{chief_gpus}; MultiWorkerMirroredStrategy wants the same number of GPUs "
+                    "on every machine."
+                ),
+                N_("give pool 0 and pool 1 the same accelerator_count."),
                 False,
+                params=dict(worker_gpus=accelerators[1], chief_gpus=accelerators[0]),
             )
         )
     return problems
@@ -790,8 +942,8 @@ def validate_document(doc: Any, *, require_kit_labels: bool = False) -> list[Pro
         return [
             Problem(
                 "worker_pool_specs",
-                "is missing from the document.",
-                'give a JSON list of pools, or {"worker_pool_specs": [...]}.',
+                N_("is missing from the document."),
+                N_('give a JSON list of pools, or {"worker_pool_specs": [...]}.'),
             )
         ]
     labels = doc.get("labels")
@@ -807,7 +959,7 @@ def validate_document(doc: Any, *, require_kit_labels: bool = False) -> list[Pro
         if p:
             problems.append(p)
     if "display_name" in top and not top["display_name"]:
-        problems.append(Problem("display_name", "is empty.", "name the job."))
+        problems.append(Problem("display_name", N_("is empty."), N_("name the job.")))
     problems += _check_labels(labels, require_kit_labels)
     return problems
 
@@ -816,26 +968,36 @@ def _check_labels(labels: Any, require_kit_labels: bool) -> list[Problem]:
     if labels is None:
         labels = {}
     if not isinstance(labels, dict):
-        return [Problem("labels", f"is {labels!r}.", 'use {"key": "value"}.')]
+        return [
+            Problem(
+                "labels",
+                N_("is {labels}."),
+                N_('use {{"key": "value"}}.'),
+                params=dict(labels=repr(labels)),
+            )
+        ]
     problems: list[Problem] = []
     for key, value in labels.items():
         if not _LABEL_KEY.match(str(key)) or not _LABEL_VALUE.match(str(value)):
             problems.append(
                 Problem(
                     f"labels.{key}",
-                    f"{key}={value!r} is not a valid Google Cloud label.",
-                    "use lowercase letters, digits, '_' and '-', at most 63 characters, keys "
-                    "starting with a letter.",
+                    N_("{key}={value} is not a valid Google Cloud label."),
+                    N_(
+                        "use lowercase letters, digits, '_' and '-', at most 63 characters, keys "
+                        "starting with a letter."
+                    ),
+                    params=dict(key=key, value=repr(value)),
                 )
             )
     if require_kit_labels and labels.get(KIT_LABEL_KEY) != KIT_LABEL_VALUE:
         problems.append(
             Problem(
                 f"labels.{KIT_LABEL_KEY}",
-                f"is missing: without {KIT_LABEL_KEY}={KIT_LABEL_VALUE} the cleanup cannot find "
-                "this job.",
-                "use settings.labels (build_job does).",
+                N_("is missing: without {key}={value} the cleanup cannot find this job."),
+                N_("use settings.labels (build_job does)."),
                 False,
+                params=dict(key=KIT_LABEL_KEY, value=KIT_LABEL_VALUE),
             )
         )
     return problems
@@ -963,8 +1125,8 @@ def _check_job_spec(spec: Any, at: str) -> list[Problem]:
         return [
             Problem(
                 f"{at}.worker_pool_specs",
-                "Required field is not set: at least one worker pool is needed.",
-                "add pool 0, the primary replica (chief), with replica_count 1.",
+                N_("Required field is not set: at least one worker pool is needed."),
+                N_("add pool 0, the primary replica (chief), with replica_count 1."),
             )
         ]
     problems = validate_worker_pool_specs(spec.get("workerPoolSpecs"), f"{at}.worker_pool_specs")
@@ -979,8 +1141,9 @@ def _check_job_spec(spec: Any, at: str) -> list[Problem]:
             problems.append(
                 Problem(
                     f"{at}.scheduling.timeout",
-                    f"is {timeout!r}; Vertex takes a positive duration like '3600s'.",
-                    "give the timeout in seconds with an s, e.g. '7200s'.",
+                    N_("is {timeout}; Vertex takes a positive duration like '3600s'."),
+                    N_("give the timeout in seconds with an s, e.g. '7200s'."),
+                    params=dict(timeout=repr(timeout)),
                 )
             )
     base = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
@@ -988,8 +1151,9 @@ def _check_job_spec(spec: Any, at: str) -> list[Problem]:
         problems.append(
             Problem(
                 f"{at}.base_output_directory.output_uri_prefix",
-                f"is {base!r}; Vertex takes a Cloud Storage URI starting with gs://.",
-                "use gs://BUCKET/PATH (the kit's bucket is settings.bucket_uri).",
+                N_("is {base}; Vertex takes a Cloud Storage URI starting with gs://."),
+                N_("use gs://BUCKET/PATH (the kit's bucket is settings.bucket_uri)."),
+                params=dict(base=repr(base)),
             )
         )
     return problems
@@ -1001,8 +1165,10 @@ def _check_resource(body: dict[str, Any], kind: str) -> list[Problem]:
         problems.append(
             Problem(
                 "display_name",
-                "Required field is not set.",
-                f"give the {kind} a display_name (the name the console lists).",
+                N_("Required field is not set."),
+                N_("give the job a display_name (the name the console lists).")
+                if kind == "job"
+                else N_("give the training pipeline a display_name (the name the console lists)."),
             )
         )
     return problems + _check_labels(body.get("labels"), False)
@@ -1024,9 +1190,12 @@ def validate_training_pipeline(body: dict[str, Any]) -> list[Problem]:
         problems.append(
             Problem(
                 "training_task_definition",
-                f"is {body.get('trainingTaskDefinition')!r}; custom training uses the custom "
-                "task schema.",
-                f"set it to {CUSTOM_TASK_SCHEMA}.",
+                N_("is {value}; custom training uses the custom task schema."),
+                N_("set it to {schema}."),
+                params=dict(
+                    value=repr(body.get("trainingTaskDefinition")),
+                    schema=CUSTOM_TASK_SCHEMA,
+                ),
             )
         )
     return problems + _check_job_spec(
@@ -1067,10 +1236,11 @@ def pools_of(doc: Any) -> list[Any]:
 
 
 def format_problems(problems: Sequence[Problem], notes: Sequence[str] = ()) -> str:
-    """``ok`` or every problem, one a line; then each note (e.g. `image_notes`) once."""
-    lines = [f"{len(problems)} problem(s):"] if problems else ["ok"]
+    """``ok`` or every problem, one a line; then each note (e.g. `image_notes`) once; in the
+    active edition (the notes stay English)."""
+    lines = [gettext("{count} problem(s):").format(count=len(problems))] if problems else ["ok"]
     lines += [f"  {p}" for p in problems]
-    lines += [f"note: {note}" for note in notes]
+    lines += [gettext("note: {note}").format(note=note) for note in notes]
     return "\n".join(lines)
 
 

@@ -73,15 +73,10 @@ def _part(pool: dict[str, Any], key: str) -> dict[str, Any]:
 Case = Callable[[Any, list[specs.Problem], Expected], tuple[str, str]]
 
 
-# What the validator (labkit.cloud.specs) says that this check shows: its problems and fixes
-# as the catalog's message ids, each value a {placeholder}. A text one of these reads is shown
-# in the edition's words; any other (a validator message not listed, or reworded) is shown as
-# the validator wrote it. English never changes: there the id is the text.
 def _problem_text(problem: specs.Problem) -> str:
-    """``str(problem)`` (where, what, the fix) in the edition's words."""
-    return gettext("{field}: {message} Fix: {fix}").format(
-        field=problem.field, message=problem.message, fix=problem.fix
-    )
+    """Where, what and the fix, in the edition's words: the validator keeps each problem's
+    message ids and values apart (`specs.Problem`), so a hint quotes it translated."""
+    return problem.text()
 
 
 def _first(problems: Sequence[specs.Problem], keep: Callable[[specs.Problem], bool]) -> str:

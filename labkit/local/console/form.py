@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labkit.cloud import specs
+from labkit.i18n import N_, gettext
 
 POOLS = 4
 DISK_TYPES = ("pd-ssd", "pd-standard")
@@ -167,9 +168,11 @@ class CreateForm:
             found.append(
                 specs.Problem(
                     "training_task_inputs.base_output_directory.output_uri_prefix",
-                    "is empty: Vertex then sets no AIP_MODEL_DIR, and the model would be saved "
-                    "inside the container and lost when the job ends.",
-                    "enter a Cloud Storage folder, e.g. gs://YOUR_BUCKET/multiworker-cassava.",
+                    N_(
+                        "is empty: Vertex then sets no AIP_MODEL_DIR, and the model would be "
+                        "saved inside the container and lost when the job ends."
+                    ),
+                    N_("enter a Cloud Storage folder, e.g. gs://YOUR_BUCKET/multiworker-cassava."),
                     False,
                 )
             )
@@ -254,12 +257,17 @@ def field_for(path: str) -> str:
     return f"pool{pool}.machine_type"
 
 
-def errors_by_field(problems: Sequence[specs.Problem]) -> dict[str, list[str]]:
-    """``{"pool1.accelerator_count": ["... Fix: ..."], "": [unplaced]}``; the image's
-    problem is repeated for every pool, so each message appears once per field."""
+def errors_by_field(
+    problems: Sequence[specs.Problem], lang: str | None = None
+) -> dict[str, list[str]]:
+    """``{"pool1.accelerator_count": ["... Fix: ..."], "": [unplaced]}`` in the page's
+    language; the image's problem is repeated for every pool, so each message appears once
+    per field."""
     errors: dict[str, list[str]] = {}
     for problem in problems:
-        text = f"{problem.message} Fix: {problem.fix}"
+        text = gettext("{message} Fix: {fix}", lang).format(
+            message=problem.message_in(lang), fix=problem.fix_in(lang)
+        )
         bucket = errors.setdefault(field_for(problem.path), [])
         if text not in bucket:
             bucket.append(text)

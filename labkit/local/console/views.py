@@ -264,7 +264,9 @@ class Console:
                 response = RedirectResponse(target, 303)
                 response.headers["X-Resource-Name"] = created["name"]
                 return response
-        return self._create_page(request, form, forms.errors_by_field(problems), 400)
+        return self._create_page(
+            request, form, forms.errors_by_field(problems, _language(request)), 400
+        )
 
     async def estimate(self, request: Request) -> Response:
         estimate, error = self._estimate(await self._posted(request), _language(request))
