@@ -275,6 +275,9 @@ def test_form_handler_starts_a_two_pool_pipeline_with_labels(local_vertex):
     assert done["labels"]["lab"] == "cassava"
     page = html.unescape(signed_in_get(client.page_url(settings, name), settings))
     assert "TF_CONFIG" in page and '"type": "worker"' in page and "chief-0" in page
+    assert "<td>chief</td>" in page and "<td>worker</td>" in page  # the pools' roles
+    chinese = signed_in_get(client.page_url(settings, name) + "?hl=zh-CN", settings)
+    assert "<td>主工作器</td>" in chinese and "<td>工作器</td>" in chinese  # the glossary's terms
     listing = signed_in_get(client.page_url(settings), settings)
     assert "console-handler-test" in listing and "PIPELINE_STATE_SUCCEEDED" in listing
 
