@@ -1,6 +1,7 @@
 """Where the kit keeps its local state, and how `gs://` maps onto it in local mode.
 
-Everything the kit writes locally lives under one folder (``LAB_HOME``), so cleanup
+Everything the kit writes locally lives under one folder, LAB_HOME (``$CASSAVA_LAB_HOME``,
+by default ``<repo>/.lab``; the docs call it LAB_HOME), so cleanup
 can remove it in one place and git can ignore it in one line.
 """
 
