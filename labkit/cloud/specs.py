@@ -136,6 +136,13 @@ class Problem:
     def fix(self) -> str:
         return self.fix_in("en")
 
+    def advice(self, lang: str | None = None) -> str:
+        """What is wrong and the fix, without the field (a form puts it beside the field;
+        the REST error names the field itself), in ``lang``."""
+        return gettext("{message} Fix: {fix}", lang).format(
+            message=self.message_in(lang), fix=self.fix_in(lang)
+        )
+
     def text(self, lang: str | None = None) -> str:
         """Where, what and the fix, in ``lang`` (None: the active edition)."""
         return gettext("{field}: {message} Fix: {fix}", lang).format(

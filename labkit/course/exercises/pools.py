@@ -73,16 +73,10 @@ def _part(pool: dict[str, Any], key: str) -> dict[str, Any]:
 Case = Callable[[Any, list[specs.Problem], Expected], tuple[str, str]]
 
 
-def _problem_text(problem: specs.Problem) -> str:
-    """Where, what and the fix, in the edition's words: the validator keeps each problem's
-    message ids and values apart (`specs.Problem`), so a hint quotes it translated."""
-    return problem.text()
-
-
 def _first(problems: Sequence[specs.Problem], keep: Callable[[specs.Problem], bool]) -> str:
     """The first matching problem as a hint (message and fix), or "" when there is none."""
     found = [p for p in problems if keep(p)]
-    return _problem_text(found[0]) if found else ""
+    return found[0].text() if found else ""
 
 
 def _is_gpu_mismatch(problem: specs.Problem) -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from labkit.cloud import specs
-from labkit.i18n import N_, gettext
+from labkit.i18n import N_
 
 POOLS = 4
 DISK_TYPES = ("pd-ssd", "pd-standard")
@@ -265,9 +265,7 @@ def errors_by_field(
     per field."""
     errors: dict[str, list[str]] = {}
     for problem in problems:
-        text = gettext("{message} Fix: {fix}", lang).format(
-            message=problem.message_in(lang), fix=problem.fix_in(lang)
-        )
+        text = problem.advice(lang)
         bucket = errors.setdefault(field_for(problem.path), [])
         if text not in bucket:
             bucket.append(text)

@@ -38,9 +38,7 @@ register_url_convertor("rid", _ResourceId())
 
 def spec_error_to_api(err: specs.SpecError) -> ApiError:
     """Vertex's 400 INVALID_ARGUMENT: one field violation per problem, with its fix."""
-    return invalid_argument(
-        [FieldViolation(p.field, f"{p.message} Fix: {p.fix}") for p in err.problems]
-    )
+    return invalid_argument([FieldViolation(p.field, p.advice("en")) for p in err.problems])
 
 
 def json_response(payload: Any, status: int = 200) -> JSONResponse:
