@@ -49,10 +49,16 @@ def flags(names: str) -> frozenset[str]:
     return frozenset(names.split())
 
 
-def gcloud(path: str, flags: set[str], **kwargs) -> Synopsis:
-    return Synopsis(SDK_REFERENCE + path.replace(" ", "/"), frozenset(flags), **{
-        k: frozenset(v) if k == "required" else v for k, v in kwargs.items()
-    })  # fmt: skip
+def gcloud(
+    path: str,
+    flags: set[str] | frozenset[str],
+    *,
+    required: set[str] = frozenset(),
+    positionals: tuple[int, int] = (0, 0),
+) -> Synopsis:
+    """A gcloud command's SYNOPSIS, its page the SDK reference's path for ``path``."""
+    page = SDK_REFERENCE + path.replace(" ", "/")
+    return Synopsis(page, frozenset(flags), frozenset(required), positionals)
 
 
 REFERENCE: dict[str, Synopsis] = {
