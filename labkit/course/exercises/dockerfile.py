@@ -177,7 +177,7 @@ def check_dockerfile(text: str | None, context: str | Path) -> Outcome:
         except images.ImageError as err:
             problems.append(str(err))
     if plan is not None:
-        _check_layout(plan, images, lines, problems)
+        _check_layout(plan, lines, problems)
     _check_lint(path, lines, problems)
     lines += [f"{FAIL} {p}" for p in problems]
     return Outcome("Dockerfile", not problems, lines, problems[0] if problems else "", "checks")
@@ -232,9 +232,11 @@ def _check_entrypoint(structure: list[dict], lines: list[str], problems: list[st
     )
 
 
-def _check_layout(plan: Any, images: Any, lines: list[str], problems: list[str]) -> None:
+def _check_layout(plan: Any, lines: list[str], problems: list[str]) -> None:
     """Build the image's files (COPY/WORKDIR) and see that `python -m trainer.task` finds the
     trainer where the container starts."""
+    from labkit.local.emulator import dockerfile as images
+
     task = f"{plan.workdir.rstrip('/')}/trainer/task.py"
     with tempfile.TemporaryDirectory() as tmp:
         try:
