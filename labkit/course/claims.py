@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from labkit.i18n import gettext
+from labkit.i18n import N_, gettext
 
 
 def chance(classes: int) -> float:
@@ -110,11 +110,19 @@ def summary_lines(results: Mapping[str, Any], classes: int) -> list[str]:
     mwms, preemption = results.get("mwms"), results.get("preemption")
     if mwms:
         epochs = mwms.get("epochs_run") or []
-        lines.append(
-            gettext(
+        template = (
+            N_(
                 "trained on {workers} workers ({replicas} replicas in sync), epochs {epochs} in "
                 "the restarted job"
-            ).format(
+            )
+            if epochs
+            else N_(
+                "trained on {workers} workers ({replicas} replicas in sync); the restarted job "
+                "ran no epoch"
+            )
+        )
+        lines.append(
+            gettext(template).format(
                 workers=mwms.get("workers", mwms.get("replicas")),
                 replicas=mwms.get("replicas"),
                 epochs=_epochs(epochs),
@@ -149,8 +157,9 @@ def summary_lines(results: Mapping[str, Any], classes: int) -> list[str]:
 
 
 def _epochs(epochs: Sequence[int]) -> str:
-    shown = [e + 1 for e in epochs]
-    return ", ".join(map(str, shown)) if shown else gettext("none")
+    """1-based epoch numbers joined by the edition's list separator (zh-CN: 、)."""
+    # TRANSLATORS: the separator between the items of a list of numbers
+    return gettext(", ").join(str(e + 1) for e in epochs)
 
 
 def print_lines(lines: Sequence[str]) -> None:
