@@ -258,7 +258,10 @@ def test_zh_cn_outcomes_and_hints_are_chinese_and_english_is_unchanged(name):
             assert CHINESE.search(zh_case) and chinese.hint.startswith(f"用例“{zh_case}”（")
             assert "应为" in chinese.hint
     if name == "worker_pool_specs":  # the validator's own words, quoted in the edition's
-        assert "worker_pool_specs：没有任何池。 修复方法：请添加池 0（主工作器" in _zh_pools_hint(0)
+        assert (
+            "worker_pool_specs：没有任何池。 修复方法：请添加工作器池 0（主工作器"
+            in _zh_pools_hint(0)
+        )
 
 
 def _zh_pools_hint(index: int) -> str:

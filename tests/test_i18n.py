@@ -46,7 +46,7 @@ CHECKED_TERMS = (
     "training_pipelines",
     "custom_jobs",
     "custom_container",
-    "container_settings",
+    "training_container",
     "parameter_server",
     "evaluator",
     "bucket",
@@ -199,6 +199,54 @@ def _uses(english: str, term: i18n.Term) -> bool:
 def _without_code(text: str) -> str:
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
     return re.sub(r"`[^`]*`", " ", text)
+
+
+def _zh_cn_texts() -> list[tuple[str, str]]:
+    """(where, text) for every zh-CN text a learner reads: the zh-CN notebooks' markdown and
+    the comments and docstrings of their code cells, the catalog's translations, the glossary's
+    zh-CN terms and README's Chinese lines; code spans and fences left out."""
+    found = []
+    for path in notebooks.english_notebooks():
+        zh = nbformat.read(str(notebooks.edition_dir("zh-CN") / path.name), as_version=4)
+        for cell in zh.cells:
+            if cell.cell_type == "markdown":
+                text = cell.source
+            else:
+                comments = [
+                    line.split("#", 1)[1] for line in cell.source.splitlines() if "#" in line
+                ]
+                text = "\n".join(comments + re.findall(r'"""(.*?)"""', cell.source, flags=re.S))
+            found.append((f"notebooks/zh-CN/{path.name} cell {cell.id}", _without_code(text)))
+    for entry in polib.pofile(str(CATALOG)):
+        found.append((f"labkit.po msgid {entry.msgid[:50]!r}", _without_code(entry.msgstr)))
+    for t in i18n.glossary().values():
+        found.append((f"glossary.csv {t.key}", t.zh_CN))
+    readme = (paths.REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    for number, line in enumerate(readme.splitlines(), 1):
+        if re.search(r"[\u4e00-\u9fff]", line):
+            found.append((f"README.md line {number}", _without_code(line)))
+    return found
+
+
+def _replaced_word(word: str) -> re.Pattern[str]:
+    """A Latin word (cassava) only as a word of prose, not in lab=cassava or cassava-mwms."""
+    if word.isascii():
+        return re.compile(r"(?<![\w=/.-])" + re.escape(word) + r"(?![\w/.-])", re.I)
+    return re.compile(re.escape(word))
+
+
+def test_zh_cn_text_uses_one_term_per_concept():
+    """Issue 29 item 3: the glossary's term, never a word it replaces (副本数 for 工作器计数,
+    临时副本 for 临时拷贝, 映像代码库 for Artifact Registry 代码库, cassava for 木薯, ...)."""
+    replaced = [(t, w, _replaced_word(w)) for t in i18n.glossary().values() for w in t.replaces]
+    assert replaced, "glossary.csv lists no replaced words"
+    bad = [
+        f"{where}: {word!r} -> {t.zh_CN!r} ({t.key})"
+        for where, text in _zh_cn_texts()
+        for t, word, pattern in replaced
+        if pattern.search(text)
+    ]
+    assert not bad, "use the glossary's term:\n" + "\n".join(bad)
 
 
 def test_catalog_uses_the_glossary_terms():

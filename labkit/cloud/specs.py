@@ -1133,7 +1133,7 @@ def _check_job_spec(spec: Any, at: str) -> list[Problem]:
             Problem(
                 f"{at}.worker_pool_specs",
                 N_("Required field is not set: at least one worker pool is needed."),
-                N_("add pool 0, the primary replica (chief), with replica_count 1."),
+                N_("add pool 0, the chief, with replica_count 1."),
             )
         ]
     problems = validate_worker_pool_specs(spec.get("workerPoolSpecs"), f"{at}.worker_pool_specs")

@@ -81,7 +81,7 @@ def _term(key: str, lang: str) -> str:
 def fields(form: CreateForm) -> list[Field]:
     """Every field of Training → Create, in the console's order, with this form's value."""
 
-    from labkit.i18n import gettext, term
+    from labkit.i18n import gettext, term, translator
 
     def t(key: str) -> tuple[str, str]:
         return _term(key, "en"), _term(key, "zh-CN")
@@ -89,39 +89,40 @@ def fields(form: CreateForm) -> list[Field]:
     def step(key: str) -> str:  # the form's section, in the active edition's console words
         return term(key)
 
+    def ui(*path: str) -> tuple[str, str]:  # a console label (path) the catalog translates
+        zh = translator("zh-CN").gettext
+        return " > ".join(path), " > ".join(zh(label) for label in path)
+
     select = gettext("select")
     # The field names stay in both languages (the learner's console may be in either); zh-CN
-    # names come from the glossary (Google's and the codelab's terms); a field the glossary
-    # does not hold shows "-" rather than a guessed translation. Steps and what to enter
+    # names come from the glossary (Google's and the codelab's terms) or, for the console's
+    # other labels, from the catalog the local console's form uses. Steps and what to enter
     # follow the edition.
     rows = [
         Field(
             step("training_method"),
-            "Dataset",
-            "-",
+            *ui("Dataset"),
             f"{_term('no_managed_dataset', 'en')} ({_term('no_managed_dataset', 'zh-CN')})",
         ),
         Field("", *t("custom_training_advanced"), gettext("select, then Continue")),
-        Field(gettext("Model details"), "Train new model", "-", select),
+        Field(gettext("Model details"), *ui("Train new model"), select),
         Field("", *t("model_name"), form.model_name),
         Field(
             "",
-            "Advanced options > Labels",
-            "-",
+            *ui("Advanced options", "Labels"),
             form.labels + "  " + gettext("(notebook 05 deletes the pipeline by lab=cassava)"),
         ),
-        Field(step("container_settings"), *t("custom_container"), select),
+        Field(step("training_container"), *t("custom_container"), select),
         Field("", *t("container_image"), form.image_uri),
         Field(
             "",
             *t("model_output_directory"),
             form.output_dir + "  " + gettext("(never empty: it sets AIP_MODEL_DIR)"),
         ),
-        Field("", "Arguments", "-", " ".join(form.arg_list()) or gettext("(leave empty)")),
+        Field("", *ui("Arguments"), " ".join(form.arg_list()) or gettext("(leave empty)")),
         Field(
             step("hyperparameters"),
-            "Enable hyperparameter tuning",
-            "-",
+            *ui("Enable hyperparameter tuning"),
             gettext("leave off, Continue"),
         ),
         Field(step("compute_and_pricing"), *t("region"), form.region),
@@ -146,7 +147,7 @@ def fields(form: CreateForm) -> list[Field]:
             )
         )
     rows += [
-        Field(gettext("Prediction container"), "No prediction container", "-", select),
+        Field(gettext("Prediction container"), *ui("No prediction container"), select),
         Field("", *t("start_training"), gettext("click; the job appears under Training pipelines")),
     ]
     return rows

@@ -119,13 +119,16 @@ def using(lang: str | None) -> Iterator[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Term:
-    """One glossary row: the English term, Google's zh-CN term, where it appears, source."""
+    """One glossary row: the English term, Google's zh-CN term, where it appears, source, and
+    the zh-CN words it replaces (one term per concept: tests/test_i18n.py fails when one of
+    them appears in zh-CN text)."""
 
     key: str
     en: str
     zh_CN: str
     where: str
     source: str
+    replaces: tuple[str, ...] = ()
 
     def text(self, lang: str | None = None) -> str:
         return self.zh_CN if normalize_language(lang or current_language()) == "zh-CN" else self.en
@@ -141,7 +144,8 @@ def glossary() -> dict[str, Term]:
         key = row["key"].strip()
         if key in terms:
             raise ValueError(f"{GLOSSARY_FILE.name}: duplicate key {key!r}")
-        terms[key] = Term(key, row["en"], row["zh-CN"], row["where"], row["source"])
+        replaces = tuple(word for word in (row.get("replaces") or "").split("|") if word)
+        terms[key] = Term(key, row["en"], row["zh-CN"], row["where"], row["source"], replaces)
     return terms
 
 
