@@ -278,8 +278,10 @@ def test_form_handler_starts_a_two_pool_pipeline_with_labels(local_vertex):
     assert "<td>chief</td>" in page and "<td>worker</td>" in page  # the pools' roles
     chinese = signed_in_get(client.page_url(settings, name) + "?hl=zh-CN", settings)
     assert "<td>主工作器</td>" in chinese and "<td>工作器</td>" in chinese  # the glossary's terms
+    assert 'title="PIPELINE_STATE_SUCCEEDED">已成功</span>' in chinese  # the badge in words
     listing = signed_in_get(client.page_url(settings), settings)
-    assert "console-handler-test" in listing and "PIPELINE_STATE_SUCCEEDED" in listing
+    assert "console-handler-test" in listing
+    assert 'title="PIPELINE_STATE_SUCCEEDED">Succeeded</span>' in listing
 
 
 # ---- the cloud walkthrough (labkit.course.walkthrough) ----
@@ -301,6 +303,11 @@ def test_walkthrough_fills_every_field_the_kit_needs_and_passes_the_core():
     assert rows["container image"].enter == cloud.image_uri
     assert "worker count 1" in rows["worker pool 0 (chief)"].enter
     assert rows["worker pool 1 (worker)"].field_zh_CN == "工作器池 1（工作器）"
+    assert rows["Advanced options > Labels"].field_zh_CN == "高级选项 > 标签"
+    unnamed = [
+        row.field for row in rows.values() if not re.search(r"[\u4e00-\u9fff]", row.field_zh_CN)
+    ]
+    assert unnamed == [], f"fields without their zh-CN console name: {unnamed}"
     assert walkthrough.training_page_url(cloud) == (
         "https://console.cloud.google.com/vertex-ai/training/training-pipelines"
         "?project=my-lab-project"

@@ -44,7 +44,7 @@ def wait_for_state(page, states: set[str], timeout: float = 60) -> str:
     """Reload the job page until its state badge shows one of ``states``."""
     deadline = time.monotonic() + timeout
     while True:
-        state = page.locator("#state").inner_text()
+        state = page.locator("#state").get_attribute("data-state")
         if state in states or time.monotonic() > deadline:
             return state
         page.wait_for_timeout(500)

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from labkit.cloud.settings import Settings
+from labkit.i18n import N_, gettext
 from labkit.local.console import PATH, browser, console_url, sign_in_url
 from labkit.local.console.form import CreateForm, default_form
 from labkit.local.emulator import control
@@ -52,6 +53,14 @@ class ConsoleJob:
     @property
     def id(self) -> str:
         return self.name.rsplit("/", 1)[-1]
+
+    @property
+    def how(self) -> str:
+        """How *Start training* was pressed, in the edition's words (notebook 04 prints it)."""
+        return gettext(_HOW[self.via])
+
+
+_HOW = {"browser": N_("in Chromium"), "form handler": N_("through the form handler")}
 
 
 def base_url(settings: Settings) -> str:

@@ -27,6 +27,7 @@ from starlette.templating import Jinja2Templates
 
 from labkit.cloud import specs
 from labkit.cloud.settings import Settings
+from labkit.i18n import N_
 from labkit.local.console import form as forms
 
 HERE = Path(__file__).resolve().parent
@@ -43,6 +44,31 @@ _EVENT = re.compile(
 
 def is_terminal(state: str | None) -> bool:
     return bool(state) and str(state).rsplit("_", 1)[-1] in TERMINAL
+
+
+# The state badge's words for a JobState / PipelineState, as the console shows them (the API
+# name stays in the badge's data-state and title). zh-CN words follow Google's zh-CN reference
+# of PipelineState (google_cloud_aiplatform_v1 model.PipelineState?hl=zh-CN: 流水线已成功完成,
+# 失败, 正在取消, 已取消, 已停止); no stored page shows the zh-CN console's own badges.
+STATE_WORDS = {
+    "QUEUED": N_("Queued"),
+    "PENDING": N_("Pending"),
+    "RUNNING": N_("Running"),
+    "SUCCEEDED": N_("Succeeded"),
+    "PARTIALLY_SUCCEEDED": N_("Partially succeeded"),
+    "FAILED": N_("Failed"),
+    "CANCELLING": N_("Cancelling"),
+    "CANCELLED": N_("Cancelled"),
+    "PAUSED": N_("Paused"),
+    "EXPIRED": N_("Expired"),
+    "UPDATING": N_("Updating"),
+}
+
+
+def state_words(state: str | None, gettext: Callable[[str], str]) -> str:
+    """``JOB_STATE_SUCCEEDED`` -> "Succeeded" / "已成功"; an unknown state as the API spells it."""
+    suffix = str(state or "").split("_STATE_", 1)[-1]
+    return gettext(STATE_WORDS[suffix]) if suffix in STATE_WORDS else str(state or "")
 
 
 # --------------------------------------------------------------------------- language
@@ -162,7 +188,15 @@ class Console:
         return self.templates.TemplateResponse(
             request,
             template,
-            {"_": gettext, "term": term, "url": url, "lang": lang, "root": root, **context},
+            {
+                "_": gettext,
+                "term": term,
+                "state_words": lambda state: state_words(state, gettext),
+                "url": url,
+                "lang": lang,
+                "root": root,
+                **context,
+            },
             status_code=status,
         )
 
