@@ -559,13 +559,15 @@ def read_notebook(path: Path) -> Any:
     return nbformat.read(str(path), as_version=4)
 
 
-def update_references(run: LabRun) -> dict[str, int]:
-    """Write the reference outputs of a successful run back into notebooks/."""
+def update_references(run: LabRun, lang: str = "en") -> dict[str, int]:
+    """Write the reference outputs of a successful run back into the edition's notebooks
+    (notebooks/ or notebooks/zh-CN/): each edition's references come from a run of its own,
+    so a zh-CN learner reads Chinese before running too."""
     if not run.ok:
         raise RuntimeError("the run failed: references are only taken from a run that passed")
     counts = {}
     for nb_run in run.notebooks:
-        source_path = NOTEBOOK_DIR / f"{nb_run.name}.ipynb"
+        source_path = notebook_dir(lang) / f"{nb_run.name}.ipynb"
         assert nb_run.executed is not None
         updated, count = copy_references(read_notebook(source_path), read_notebook(nb_run.executed))
         write_notebook(updated, source_path)
@@ -667,11 +669,6 @@ def main(argv: list[str]) -> int:
     if args.update_references and overrides:
         print("lab: --update-references records with CHECK_PARAMETERS only", file=sys.stderr)
         return 2
-    if args.update_references and args.lang != "en":
-        print(
-            "lab: references are recorded from the English notebooks (--lang en)", file=sys.stderr
-        )
-        return 2
     from labkit.i18n import ENV_VAR, normalize_language
     from labkit.i18n import gettext as tr
 
@@ -684,6 +681,6 @@ def main(argv: list[str]) -> int:
     run = run_lab(notebooks, args.out, parameters, timeout=args.timeout)
     print(format_summary(run))
     if args.update_references and run.ok:
-        for name, count in update_references(run).items():
+        for name, count in update_references(run, normalize_language(args.lang)).items():
             print(f"[lab] {name}: {count} reference cell(s) updated")
     return 0 if run.ok else 1
