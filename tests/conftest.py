@@ -69,7 +69,7 @@ def sample_for_jobs():
 
 @pytest.fixture(scope="session")
 def nbval_lab(tmp_path_factory, sample_for_jobs):
-    """The six notebooks executed once under nbval (tests/lab_runs.py): the notebook tests
+    """The six zh-CN notebooks executed once under nbval (tests/lab_runs.py): the notebook tests
     check its cells and records, tests/test_training.py the model notebook 02 trained."""
     from lab_runs import run_lab_under_nbval
 
@@ -80,7 +80,7 @@ def nbval_lab(tmp_path_factory, sample_for_jobs):
 
 @pytest.fixture(scope="session")
 def other_lab(tmp_path_factory, sample_for_jobs):
-    """00, 02 and 03 run by `python -m labkit lab` with parameters no other test uses
+    """The English 00-03 run by `python -m labkit lab` with parameters no other test uses
     (tests/lab_runs.py `OTHER_PARAMETERS`): the claims must hold there too."""
     from lab_runs import run_lab_with_other_parameters
 

@@ -259,7 +259,7 @@ def test_zh_cn_outcomes_and_hints_are_chinese_and_english_is_unchanged(name):
             assert "应为" in chinese.hint
     if name == "worker_pool_specs":  # the validator's own words, quoted in the edition's
         assert (
-            "worker_pool_specs：没有任何池。 修复方法：请添加工作器池 0（主工作器"
+            "worker_pool_specs：没有任何工作器池。修复方法：请添加工作器池 0（主工作器"
             in _zh_pools_hint(0)
         )
 

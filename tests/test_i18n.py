@@ -249,9 +249,17 @@ def test_zh_cn_text_uses_one_term_per_concept():
     assert not bad, "use the glossary's term:\n" + "\n".join(bad)
 
 
+# Column headers whose English plural names a count, not the thing: "replicas" over a column
+# of replica counts is the console's 工作器计数 (glossary replica_count), not 副本.
+COUNT_HEADERS = {"replicas": "replica_count"}
+
+
 def test_catalog_uses_the_glossary_terms():
     terms = i18n.glossary()
     for entry in polib.pofile(str(CATALOG)):
+        if entry.msgid in COUNT_HEADERS:
+            assert entry.msgstr == terms[COUNT_HEADERS[entry.msgid]].zh_CN, entry.msgid
+            continue
         for key in CHECKED_TERMS:
             if _uses(entry.msgid, terms[key]):
                 assert terms[key].zh_CN in entry.msgstr, (entry.msgid, terms[key].zh_CN)
@@ -783,3 +791,72 @@ def test_unwrap_joins_prose_and_leaves_code_tables_and_items():
         "- 列表项续行。\n- 下一项\n\n"
         "| a | b |\n|---|---|\n\n```bash\nmake\nlab\n```\n换行  \n保留。"
     )
+
+
+def test_sync_keeps_the_editions_own_reference_outputs_while_the_code_is_unchanged(tmp_path):
+    """Issue 29 item 2: each edition's nbval references come from a run of that edition, so a
+    zh-CN learner reads Chinese before running; sync must not copy the English ones over them,
+    except for a reference cell whose code changed (its zh-CN references are then re-recorded)."""
+    en_dir = _copy_lab(tmp_path)
+    zh_path = en_dir / "zh-CN" / "01_data_exploration.ipynb"
+    zh = nbformat.read(str(zh_path), as_version=4)
+    reference = next(c for c in zh.cells if notebooks.is_reference(c))
+    chinese = [nbformat.v4.new_output("stream", name="stdout", text="拆分：{'train': 500}\n")]
+
+    def record_chinese(nb, cell):
+        cell.outputs = chinese
+
+    _edit(zh_path, reference.id, record_chinese)
+    notebooks.sync("zh-CN", ["01"], en_dir)
+    en = nbformat.read(str(en_dir / "01_data_exploration.ipynb"), as_version=4)
+    zh = nbformat.read(str(zh_path), as_version=4)
+    assert next(c for c in zh.cells if c.id == reference.id).outputs == chinese
+    assert notebooks.structure_problems(en, zh) == []
+
+    def change_the_code(nb, cell):
+        cell.source += "\nprint(len(class_names))"
+
+    _edit(en_dir / "01_data_exploration.ipynb", reference.id, change_the_code)
+    notebooks.sync("zh-CN", ["01"], en_dir)
+    en = nbformat.read(str(en_dir / "01_data_exploration.ipynb"), as_version=4)
+    zh = nbformat.read(str(zh_path), as_version=4)
+    english_outputs = next(c for c in en.cells if c.id == reference.id).outputs
+    assert next(c for c in zh.cells if c.id == reference.id).outputs == english_outputs
+
+
+def test_each_editions_references_show_the_same_numbers_and_names():
+    """The nbval lab checks the zh-CN references against a zh-CN run; the English ones,
+    recorded from an English run of the same code, must show the same values: the numbers,
+    paths and names of every reference cell agree, only the words differ (a reference
+    re-recorded in one edition only shows up here)."""
+
+    def values(cell) -> list[str]:
+        text = "".join(
+            out.get("text", "") or out.get("data", {}).get("text/plain", "") for out in cell.outputs
+        )
+        return [v.strip(".:,") for v in re.findall(r"[\w.:/{}-]*\d[\w.:/{}-]*", text)]
+
+    for path in notebooks.english_notebooks():
+        en = nbformat.read(str(path), as_version=4)
+        zh = nbformat.read(str(notebooks.edition_dir("zh-CN") / path.name), as_version=4)
+        pairs = [
+            (e, z) for e, z in zip(en.cells, zh.cells, strict=True) if notebooks.is_reference(e)
+        ]
+        for e, z in pairs:
+            assert z.outputs, f"{path.stem} cell {e.id}: no zh-CN reference"
+            assert sorted(values(e)) == sorted(values(z)), (
+                f"{path.stem} cell {e.id}: the editions' references differ"
+            )
+
+
+def test_zh_cn_text_uses_full_width_brackets_around_chinese():
+    """Issue 29 item 5: 磁盘大小（GB）, not 磁盘大小 (GB): half-width brackets next to or around
+    Chinese text read as English typography (README's English tables aside)."""
+    half_width = re.compile(r"[\u4e00-\u9fff] ?\([^)]*\)|\([^)]*[\u4e00-\u9fff][^)]*\)")
+    bad = [
+        f"{where}: {match.group(0)!r}"
+        for where, text in _zh_cn_texts()
+        if not where.startswith("README")
+        for match in half_width.finditer(text)
+    ]
+    assert not bad, "\n".join(bad)

@@ -20,6 +20,7 @@ from lab_runs import (
     OTHER_NOTEBOOKS,
     OTHER_PARAMETERS,
     OTHER_TIMEOUT_S,
+    english_lines,
     make_lab_home,
     noise,
     output_text,
@@ -117,8 +118,29 @@ def test_cleanup_left_nothing_on_disk(nbval_lab):
         assert not (home / folder).exists(), f"{folder} is still in LAB_HOME"
 
 
+# What may stay English in the zh-CN run, by the code of the cell that prints it.
+ENGLISH_BY_DESIGN = {
+    r"info\.(config_)?description": "the dataset's own TFDS description (the real cassava's is "
+    "English too)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LAB_TIMEOUT_S + 120)
+def test_the_zh_cn_run_answers_in_chinese_without_log_noise(nbval_lab):
+    """Issue 29, done-when: every output line the kit wrote in the zh-CN run holds Chinese, or
+    is a path, a number, code, a command, Keras's progress or a `[trainer]` line; no C++
+    logging or traceback reaches a cell either."""
+    executed = sorted(Path(nbval_lab["executed"]).glob("0*.ipynb"))
+    assert len(executed) == 6, nbval_lab["result"].stdout[-3000:]
+    english = [line for path in executed for line in english_lines(path, ENGLISH_BY_DESIGN)]
+    assert not english, "English in the zh-CN run:\n" + "\n".join(english[:40])
+    found = [line for path in executed for line in noise(path)]
+    assert not found, "\n".join(found[:20])
+
+
 # --------------------------------------------------------------------------- other parameters
-# (`other_lab` in conftest.py: 00, 02, 03 with tests/lab_runs.py OTHER_PARAMETERS)
+# (`other_lab` in conftest.py: the English 00-03 with tests/lab_runs.py OTHER_PARAMETERS)
 
 
 @pytest.mark.slow

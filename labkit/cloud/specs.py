@@ -408,14 +408,14 @@ def gcr_note(uri: str) -> str | None:
     host, project = _image_project(uri)
     if not _GCR_HOST.match(host) or project in GOOGLE_PUBLIC_GCR_PROJECTS:
         return None
-    location = GCR_REPOSITORY_LOCATIONS.get(host, "the host's multi-region")
-    return (
-        f"{host}/{project}/... works only as an Artifact Registry gcr.io repository (repository "
-        f"'{host}' in location '{location}'): Container Registry itself takes no pushes since "
+    location = GCR_REPOSITORY_LOCATIONS.get(host) or gettext("the host's multi-region")
+    return gettext(
+        "{host}/{project}/... works only as an Artifact Registry gcr.io repository (repository "
+        "'{host}' in location '{location}'): Container Registry itself takes no pushes since "
         "2025-03-18. New projects have one by default; otherwise create it, or use "
         "REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG (settings.image_uri). Source: "
         "Artifact Registry documentation, 'gcr.io repositories'."
-    )
+    ).format(host=host, project=project, location=location)
 
 
 def image_notes(doc: Any) -> list[str]:
@@ -1244,8 +1244,12 @@ def pools_of(doc: Any) -> list[Any]:
 
 def format_problems(problems: Sequence[Problem], notes: Sequence[str] = ()) -> str:
     """``ok`` or every problem, one a line; then each note (e.g. `image_notes`) once; in the
-    active edition (the notes stay English)."""
-    lines = [gettext("{count} problem(s):").format(count=len(problems))] if problems else ["ok"]
+    active edition."""
+    lines = (
+        [gettext("{count} problem(s):").format(count=len(problems))]
+        if problems
+        else [gettext("ok")]
+    )
     lines += [f"  {p}" for p in problems]
     lines += [gettext("note: {note}").format(note=note) for note in notes]
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""TensorFlow's C++ logging kept out of notebook cells, and kept in a file instead.
+"""TensorFlow's C++ logging kept out of notebook cells, and kept in a file instead; its Python
+logger's INFO and WARNING lines kept out too.
 
 `TF_CPP_MIN_LOG_LEVEL=2` hides INFO and WARNING lines, but not the ones TensorFlow logs
 before absl is initialised (``cudart_stub.cc: Could not find cuda drivers``, the absl
@@ -12,6 +13,7 @@ started from the kernel are filtered in the runner's stream instead
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -49,6 +51,10 @@ def import_tensorflow_quietly() -> Path | None:
     Returns the log file, or None when TensorFlow was already imported (too late to catch).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TensorFlow's Python logger: INFO/WARNING lines such as "Using MirroredStrategy with
+    # devices", "Collective ops is not configured at program startup" or "Assets written to"
+    # are printed into the cell (twice: absl's handler and the root's); errors still show.
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
     if "tensorflow" in sys.modules:
         return None
     path = kernel_log_path()

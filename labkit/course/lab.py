@@ -36,6 +36,8 @@ from typing import Any
 
 from labkit.cloud import paths
 from labkit.course.results import RESULTS_FILE, load_results
+from labkit.i18n.notebooks import REFERENCE_TAG as REFERENCE_TAG  # tests and nbcheck use it
+from labkit.i18n.notebooks import is_reference as is_reference_cell
 from trainer.config import args_for
 
 NOTEBOOK_DIR = paths.REPO_ROOT / "notebooks"
@@ -48,9 +50,9 @@ NOTEBOOKS = (
     "05_cleanup",
 )
 KERNEL_NAME = "python3"
-# nbval compares the outputs of the cells tagged so (nbval 0.11 `metadata_tags`, the tag form
-# of its NBVAL_CHECK_OUTPUT comment); under --nbval-lax every other cell only has to run.
-REFERENCE_TAG = "nbval-check-output"
+# nbval compares the outputs of the cells tagged REFERENCE_TAG (nbval 0.11 `metadata_tags`,
+# the tag form of its NBVAL_CHECK_OUTPUT comment); under --nbval-lax every other cell only
+# has to run.
 KEEP_OUTPUT_TAG = "keep_output"
 PARAMETERS_TAG = "parameters"
 CELL_TIMEOUT_S = 1200
@@ -496,12 +498,6 @@ def train_only(
 # --------------------------------------------------------------------------- references
 
 
-def is_reference_cell(cell: Mapping[str, Any]) -> bool:
-    """A code cell whose outputs nbval compares (tagged `REFERENCE_TAG`)."""
-    tags = (cell.get("metadata") or {}).get("tags") or []
-    return cell.get("cell_type") == "code" and REFERENCE_TAG in tags
-
-
 def strip_notebook(nb: Any) -> Any:
     """Outputs, counts and run metadata removed, except the reference cells' outputs (which
     keep an execution count: nbval skips a reference cell without one)."""
@@ -682,5 +678,8 @@ def main(argv: list[str]) -> int:
     print(format_summary(run))
     if args.update_references and run.ok:
         for name, count in update_references(run, normalize_language(args.lang)).items():
-            print(f"[lab] {name}: {count} reference cell(s) updated")
+            print(
+                "[lab]",
+                tr("{name}: {count} reference cell(s) updated").format(name=name, count=count),
+            )
     return 0 if run.ok else 1

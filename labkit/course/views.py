@@ -89,7 +89,8 @@ def show_source(obj: Any, around: str | None = None, context: int = 4) -> Code:
     lines, first = inspect.getsourcelines(obj)
     where = f"# {Path(inspect.getsourcefile(obj) or '?').relative_to(paths.REPO_ROOT)}"
     if around is None:
-        return Code(where + f", line {first}\n" + "".join(lines).rstrip())
+        line = gettext("{where}, line {line}").format(where=where, line=first)
+        return Code(line + "\n" + "".join(lines).rstrip())
     hits = [i for i, line in enumerate(lines) if around in line]
     if not hits:
         raise ValueError(
@@ -98,7 +99,10 @@ def show_source(obj: Any, around: str | None = None, context: int = 4) -> Code:
         )
     start, end = max(0, hits[0] - context), min(len(lines), hits[0] + context + 1)
     shown = textwrap.dedent("".join(lines[start:end])).rstrip()
-    return Code(f"{where}, lines {first + start}-{first + end - 1}\n{shown}")
+    span = gettext("{where}, lines {first}-{last}").format(
+        where=where, first=first + start, last=first + end - 1
+    )
+    return Code(f"{span}\n{shown}")
 
 
 def show_file(path: str | Path, language: str = "") -> Code:

@@ -3,7 +3,8 @@
 The English notebooks in ``notebooks/`` are the single source of code. ``sync`` rebuilds
 ``notebooks/zh-CN/NAME.ipynb`` cell by cell from the English notebook:
 
-* code (and raw) cells are copied as they are: source, tags, nbval reference outputs;
+* code (and raw) cells are copied as they are: source and tags; an nbval reference cell keeps
+  the edition's own recorded outputs while its code is unchanged;
 * each markdown cell takes the stored translation of that English cell (the zh-CN cell with
   the same id, from the previous zh-CN notebook). A translation records in its metadata,
   ``{"i18n": {"source_id": ..., "source_sha": ...}}``, the hash of the English text it
@@ -38,6 +39,9 @@ from labkit.i18n import LANGUAGES, normalize_language, paragraphs
 EN_DIR = paths.REPO_ROOT / "notebooks"
 META_KEY = "i18n"
 TRANSLATED = ("markdown",)  # cell types whose text is translated; the rest are copied
+# nbval's cell tag: the cell's stored outputs are its reference. Each edition records its own
+# (`python -m labkit lab --update-references --lang zh-CN`), so sync keeps the edition's.
+REFERENCE_TAG = "nbval-check-output"
 
 
 def edition_dir(lang: str, en_dir: Path = EN_DIR) -> Path:
@@ -228,15 +232,16 @@ def build(english: Any, previous: Any | None, name: str) -> tuple[Any, list[Cell
     import nbformat
 
     store = _Store(*_translations(previous))
+    references = _edition_references(previous)
     out = nbformat.v4.new_notebook()
     out.metadata = copy.deepcopy(english.metadata)
     states = []
     for index, cell in enumerate(english.cells):
         if not reads_for_a_person(cell):
-            out.cells.append(copy.deepcopy(cell))
+            out.cells.append(_keep_edition_outputs(copy.deepcopy(cell), references))
             continue
         new, state = _translated_cell(cell, store)
-        out.cells.append(new)
+        out.cells.append(_keep_edition_outputs(new, references))
         states.append(CellState(name, index, cell.id, state, _cell_source(cell)))
     dropped = [
         key
@@ -244,6 +249,32 @@ def build(english: Any, previous: Any | None, name: str) -> tuple[Any, list[Cell
         if id(cell) not in store.used and key not in english_ids(english)
     ]
     return out, states, dropped
+
+
+def is_reference(cell: Any) -> bool:
+    """A code cell whose stored outputs nbval compares (tagged `REFERENCE_TAG`)."""
+    tags = (cell.get("metadata") or {}).get("tags") or []
+    return cell.get("cell_type") == "code" and REFERENCE_TAG in tags
+
+
+def _edition_references(previous: Any | None) -> dict[str, Any]:
+    """The edition's own reference cells, by id."""
+    cells = previous.cells if previous is not None else []
+    return {cell.get("id"): cell for cell in cells if is_reference(cell)}
+
+
+def _keep_edition_outputs(cell: Any, references: Mapping[str, Any]) -> Any:
+    """A reference cell keeps the outputs the edition's own run recorded, while its code is
+    the English cell's; otherwise (new or changed code) it gets the English outputs until the
+    edition's references are recorded again."""
+    mine = references.get(cell.get("id"))
+    same_code = mine is not None and (
+        code_fingerprint(_cell_source(mine)) == code_fingerprint(_cell_source(cell))
+    )
+    if is_reference(cell) and same_code:
+        cell.outputs = copy.deepcopy(mine.outputs)
+        cell.execution_count = mine.get("execution_count")
+    return cell
 
 
 def english_ids(nb: Any) -> set[str]:
@@ -355,6 +386,9 @@ def _code_difference(english: Any, edition: Any) -> str:
     for bare in (bare_en, bare_ed):
         bare.pop("source", None)
         bare.get("metadata", {}).pop(META_KEY, None)
+        if is_reference(bare):  # each edition's references come from its own run
+            bare.pop("outputs", None)
+            bare.pop("execution_count", None)
     if not _same(bare_en, bare_ed):
         return f"cell differs in tags, outputs or metadata: {_cell_source(english)[:60]!r}"
     return ""

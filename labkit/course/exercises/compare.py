@@ -15,6 +15,7 @@ import inspect
 from pathlib import Path
 
 from labkit.cloud import paths
+from labkit.i18n import N_, gettext
 
 CODELAB_TASK = paths.REPO_ROOT / "codelab" / "trainer" / "task.py"
 
@@ -32,50 +33,60 @@ class Concern:
 
 CONCERNS = (
     Concern(
-        "who is the chief",
+        N_("who is the chief"),
         ("_is_chief",),
         ("_is_chief",),
         ("trainer.distribution:is_chief",),
-        "the same three cases you wrote (the codelab's rule misses no TF_CONFIG and worker 0 "
-        "of a workers-only cluster, and its model then lands in workertemp_None/)",
+        N_(
+            "the same three cases you wrote (the codelab's rule misses no TF_CONFIG and worker 0 "
+            "of a workers-only cluster, and its model then lands in workertemp_None/)"
+        ),
     ),
     Concern(
-        "where each worker saves",
+        N_("where each worker saves"),
         ("_get_temp_dir", "write_filepath"),
         ("_get_temp_dir", "write_filepath"),
         ("trainer.distribution:worker_temp_dir", "trainer.distribution:write_dir"),
-        "temporary folders named by task type and index beside the model folder; like your "
-        "main(), it deletes them after the save (the codelab leaves them in the bucket)",
+        N_(
+            "temporary folders named by task type and index beside the model folder; like your "
+            "main(), it deletes them after the save (the codelab leaves them in the bucket)"
+        ),
     ),
     Concern(
-        "the strategy",
+        N_("the strategy"),
         ("main",),
         ("create_strategy",),
         ("trainer.distribution:create_strategy",),
-        "MWMS only when TF_CONFIG has a cluster (one machine: MirroredStrategy or none); "
-        "gradients all-reduced in 4 MiB packs (0.25 s instead of 0.68 s per step between two "
-        "local workers); a clear error for ps/evaluator pools",
+        N_(
+            "MWMS only when TF_CONFIG has a cluster (one machine: MirroredStrategy or none); "
+            "gradients all-reduced in 4 MiB packs (0.25 s instead of 0.68 s per step between two "
+            "local workers); a clear error for ps/evaluator pools"
+        ),
     ),
     Concern(
-        "the data",
+        N_("the data"),
         ("create_dataset", "preprocess_data"),
         ("global_batch", "data_options", "create_dataset"),
         ("trainer.train:scale_batch", "trainer.train:shard_data", "trainer.data:make_pipeline"),
-        "shuffles encoded images before decoding and keeps uint8 until the batch (0.88 GB "
-        "instead of 2.05 GB peak memory, about 1.4x faster); validation and test splits; any "
-        "folder of class sub-folders as well as TFDS; every image checked once before "
-        "training (--bad-images); a global batch larger than the split refused",
+        N_(
+            "shuffles encoded images before decoding and keeps uint8 until the batch (0.88 GB "
+            "instead of 2.05 GB peak memory, about 1.4x faster); validation and test splits; any "
+            "folder of class sub-folders as well as TFDS; every image checked once before "
+            "training (--bad-images); a global batch larger than the split refused"
+        ),
     ),
     Concern(
-        "the model in the scope",
+        N_("the model in the scope"),
         ("create_model", "main"),
         ("create_model_in_scope", "create_model"),
         ("trainer.train:build_in_scope", "trainer.model:build_model"),
-        "tf_keras imported explicitly (Keras 3's fit fails under MWMS on TensorFlow 2.21, "
-        "keras-team/keras#20585); weights from ImageNet, none, or a local file (offline)",
+        N_(
+            "tf_keras imported explicitly (Keras 3's fit fails under MWMS on TensorFlow 2.21, "
+            "keras-team/keras#20585); weights from ImageNet, none, or a local file (offline)"
+        ),
     ),
     Concern(
-        "training and saving",
+        N_("training and saving"),
         ("main",),
         ("main",),
         (
@@ -83,9 +94,11 @@ CONCERNS = (
             "trainer.train:fit_with_callbacks",
             "trainer.train:save_where_this_task_should",
         ),
-        "AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR from Vertex AI; "
-        "BackupAndRestore, so a restarted job resumes after a preempted worker; evaluation on "
-        "the validation split each epoch; a SavedModel with serving signatures and metrics.json",
+        N_(
+            "AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR from Vertex AI; "
+            "BackupAndRestore, so a restarted job resumes after a preempted worker; evaluation on "
+            "the validation split each epoch; a SavedModel with serving signatures and metrics.json"
+        ),
     ),
 )
 
@@ -125,18 +138,24 @@ class SideBySide:
         return "\n\n".join(functions.get(n, f"# (no {n})") for n in names)
 
     def __repr__(self) -> str:
+        codelab = CODELAB_TASK.relative_to(paths.REPO_ROOT)
         out = [
-            f"yours: {self.learner_file}   the codelab's: {CODELAB_TASK.relative_to(paths.REPO_ROOT)}"
+            gettext("yours: {yours}   the codelab's: {codelab}").format(
+                yours=self.learner_file, codelab=codelab
+            )
         ]
         for concern in CONCERNS:
-            out.append(f"\n=== {concern.what} ===")
-            out.append("--- the codelab ---\n" + self._pick(self.codelab, concern.codelab))
-            out.append("--- yours ---\n" + self._pick(self.learner, concern.learner))
+            out.append(f"\n=== {gettext(concern.what)} ===")
+            out.append(
+                gettext("--- the codelab ---") + "\n" + self._pick(self.codelab, concern.codelab)
+            )
+            out.append(gettext("--- yours ---") + "\n" + self._pick(self.learner, concern.learner))
             kit = "; ".join(
                 f"{ref.split(':')[1]} ({where})"
                 for ref, (where, _) in zip(concern.kit, self._kit(concern), strict=True)
             )
-            out.append(f"--- the kit: {kit} ---\nadds: {concern.kit_adds}")
+            out.append(gettext("--- the kit: {kit} ---").format(kit=kit))
+            out.append(gettext("adds: {what}").format(what=gettext(concern.kit_adds)))
         return "\n".join(out)
 
     def _repr_html_(self) -> str:
@@ -150,21 +169,24 @@ class SideBySide:
                 for where, source in self._kit(concern)
             )
             rows.append(
-                f"<tr><th colspan='3' style='text-align:left'>{html.escape(concern.what)}</th></tr>"
+                f"<tr><th colspan='3' style='text-align:left'>{html.escape(gettext(concern.what))}</th></tr>"
                 f"<tr style='vertical-align:top'><td>{pre(self._pick(self.codelab, concern.codelab))}</td>"
                 f"<td>{pre(self._pick(self.learner, concern.learner))}</td>"
-                f"<td>{kit}<p><b>adds:</b> {html.escape(concern.kit_adds)}</p></td></tr>"
+                f"<td>{kit}<p><b>{html.escape(gettext('adds:'))}</b> "
+                f"{html.escape(gettext(concern.kit_adds))}</p></td></tr>"
             )
-        head = (
-            "<tr><th>the codelab's task.py</th><th>your task.py</th><th>the kit's trainer</th></tr>"
+        head = "".join(
+            f"<th>{html.escape(gettext(label))}</th>"
+            for label in ("the codelab's task.py", "your task.py", "the kit's trainer")
         )
+        head = f"<tr>{head}</tr>"
         return f"<table style='table-layout:fixed;width:100%'>{head}{''.join(rows)}</table>"
 
 
 def side_by_side(learner_file: str | Path | None) -> SideBySide | None:
     """The comparison for the learner's ``trainer/task.py`` (None: it was not written yet)."""
     if learner_file is None or not Path(learner_file).is_file():
-        print("your trainer/task.py is not written yet: finish the exercises first")
+        print(gettext("your trainer/task.py is not written yet: finish the exercises first"))
         return None
     return SideBySide(
         Path(learner_file), file_functions(CODELAB_TASK), file_functions(learner_file)

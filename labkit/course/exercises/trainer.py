@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.course.exercises import checks
+from labkit.i18n import gettext
 
 # Read as text (importing it would import TensorFlow): the codelab's code around the marker.
 TEMPLATE_FILE = Path(__file__).with_name("template_task.py")
@@ -71,9 +72,11 @@ def write_trainer(folder: str | Path, functions: Sequence[Callable]) -> Path | N
         if name in checks.CHECKS and not checks.CHECKS[name](fn).passed
     ]
     if missing or failing:
-        todo = ", ".join(missing + failing)
         print(
-            f"not written yet: finish {todo} first (the check under each exercise says what is missing)"
+            gettext(
+                "not written yet: finish {todo} first (the check under each exercise says what "
+                "is missing)"
+            ).format(todo=gettext(", ").join(missing + failing))
         )
         return None
     ordered = [by_name[name] for name in checks.CHECKS]
@@ -83,7 +86,8 @@ def write_trainer(folder: str | Path, functions: Sequence[Callable]) -> Path | N
     (package / "__init__.py").write_text("")
     task = package / "task.py"
     task.write_text(assemble(ordered))
-    print(f"wrote {task} ({len(task.read_text().splitlines())} lines)")
+    lines = len(task.read_text().splitlines())
+    print(gettext("wrote {path} ({lines} lines)").format(path=task, lines=lines))
     return task
 
 
@@ -102,10 +106,14 @@ def run_trainer(
     (AIP_MODEL_DIR). ``data_dir`` is the TFDS data dir holding the prepared cassava.
     Returns `labkit.local.cluster.ClusterResult`, or None when there is no trainer yet.
     """
-    from labkit.local.cluster import run_cluster
+    from labkit.local.cluster import outcome_words, run_cluster
 
     if task_file is None:
-        print("no trainer to run yet: finish the exercises above, then run write_trainer again")
+        print(
+            gettext(
+                "no trainer to run yet: finish the exercises above, then run write_trainer again"
+            )
+        )
         return None
     folder = Path(task_file).parent.parent
     out = Path(out_dir)
@@ -122,7 +130,11 @@ def run_trainer(
         cwd=folder,
         base_output_dir=str(out),
     )
-    print(f"{workers} workers: {result.outcome} in {result.wall_seconds:.0f} s")
+    print(
+        gettext("{workers} workers: {outcome} in {seconds:.0f} s").format(
+            workers=workers, outcome=outcome_words(result.outcome), seconds=result.wall_seconds
+        )
+    )
     return result
 
 
@@ -140,40 +152,45 @@ def check_saved_model(
         try:
             loaded = tf.saved_model.load(str(model_dir))
             signatures = sorted(loaded.signatures.keys())
-            lines.append(
-                f"{checks.PASS} the chief's model is in {model_dir} and loads (signatures {signatures})"
-            )
+            loads = gettext("the chief's model is in {path} and loads (signatures {signatures})")
+            lines.append(f"{checks.PASS} " + loads.format(path=model_dir, signatures=signatures))
         except Exception as err:  # a model that does not load fails the check
-            lines.append(f"{checks.FAIL} {model_dir} does not load: {type(err).__name__}: {err}")
-            hint = hint or "the chief's SavedModel does not load; see the chief's log"
+            error = f"{type(err).__name__}: {err}"
+            fails = gettext("{path} does not load: {error}").format(path=model_dir, error=error)
+            lines.append(f"{checks.FAIL} {fails}")
+            hint = hint or gettext("the chief's SavedModel does not load; see the chief's log")
     else:
-        lines.append(f"{checks.FAIL} no SavedModel in {model_dir}")
-        hint = hint or (
-            f"nothing at {model_dir}: the chief must save to the model path itself "
+        missing = gettext("no SavedModel in {path}").format(path=model_dir)
+        lines.append(f"{checks.FAIL} {missing}")
+        hint = hint or gettext(
+            "nothing at {path}: the chief must save to the model path itself "
             "(write_filepath for the chief returns filepath)"
-        )
+        ).format(path=model_dir)
     leftovers = sorted(str(p) for p in Path(out_dir).rglob("*workertemp*"))
     if leftovers:
-        lines.append(f"{checks.FAIL} temporary copies left: {leftovers}")
-        hint = (
-            hint
-            or "a worker's temporary copy is still there: main() removes os.path.dirname(write_model_path) on non-chiefs"
+        left = gettext("temporary copies left: {paths}").format(paths=leftovers)
+        lines.append(f"{checks.FAIL} {left}")
+        hint = hint or gettext(
+            "a worker's temporary copy is still there: main() removes "
+            "os.path.dirname(write_model_path) on non-chiefs"
         )
     else:
-        lines.append(f"{checks.PASS} no worker's temporary copy is left")
+        lines.append(f"{checks.PASS} " + gettext("no worker's temporary copy is left"))
     for role, text in logs.items():
         saved = [
             line for line in text.splitlines() if SAVED_LINE in line and "saved the model" in line
         ]
         if saved:
-            lines.append(f"{checks.PASS} {role} saved: {saved[-1].split(SAVED_LINE, 1)[1].strip()}")
-        else:
-            lines.append(f"{checks.FAIL} {role} never saved")
-            hint = (
-                hint
-                or f"{role} did not save: every worker must call model.save (it has collective ops)"
+            said = saved[-1].split(SAVED_LINE, 1)[1].strip()
+            lines.append(
+                f"{checks.PASS} " + gettext("{role} saved: {line}").format(role=role, line=said)
             )
-    return checks.Outcome("your trainer on 2 workers", not hint, lines, hint, "checks")
+        else:
+            lines.append(f"{checks.FAIL} " + gettext("{role} never saved").format(role=role))
+            hint = hint or gettext(
+                "{role} did not save: every worker must call model.save (it has collective ops)"
+            ).format(role=role)
+    return checks.Outcome(gettext("your trainer on 2 workers"), not hint, lines, hint, "checks")
 
 
 def check_run(result: Any, out_dir: str | Path, *, solved: bool = False) -> checks.Outcome | None:
@@ -181,19 +198,24 @@ def check_run(result: Any, out_dir: str | Path, *, solved: bool = False) -> chec
 
     With ``solved`` (the kit's solutions ran) a failure raises, so CI cannot miss it.
     """
+    from labkit.local.cluster import outcome_words
+
     if result is None:
         if solved:
             raise AssertionError("SOLVED = True but the solved trainer did not run")
-        print("nothing ran: finish the exercises and write the trainer first")
+        print(gettext("nothing ran: finish the exercises and write the trainer first"))
         return None
     if not result.ok:
         role = result.failed_role or next(iter(result.logs))
         tail = "\n".join(result.log_text(role).splitlines()[-15:])
         outcome = checks.Outcome(
-            "your trainer on 2 workers",
+            gettext("your trainer on 2 workers"),
             False,
-            [f"{checks.FAIL} {result.outcome}: {result.message}"],
-            f"{role} failed; the end of its log ({result.logs[role]}):\n{tail}",
+            [f"{checks.FAIL} {outcome_words(result.outcome)}: {result.message}"],
+            gettext("{role} failed; the end of its log ({log}):").format(
+                role=role, log=result.logs[role]
+            )
+            + f"\n{tail}",
             "checks",
         )
     else:
