@@ -232,7 +232,7 @@ class CostEstimate:
             source=gettext(t.source),
             provenance=gettext(t.training_read),
         )
-        tag = f"[{gettext(t.training_read)}]"
+        tag = gettext("[{provenance}]").format(provenance=gettext(t.training_read))
         cells = [
             [line.pool, gettext(line.role)[:8], line.item, line.quantity]
             + [f"{line.unit_price:.4f}", f"{line.per_hour:.4f}", f"{line.total:.2f}", tag]
@@ -252,7 +252,7 @@ class CostEstimate:
             gettext(
                 "Estimated total for {hours:g} h: {total:.2f} {cur} ({per_hour:.4f} {cur} per hour)."
             ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour)
-            + f" {tag}",
+            + gettext(" {tag}").format(tag=tag),
             gettext("Not included: {excludes}.").format(excludes=gettext(t.excludes)),
             (gettext("This spec asks for Spot VMs. ") if self.spot else "") + gettext(t.spot),
         ]

@@ -51,15 +51,21 @@ def import_tensorflow_quietly() -> Path | None:
     Returns the log file, or None when TensorFlow was already imported (too late to catch).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # TensorFlow's Python logger: INFO/WARNING lines such as "Using MirroredStrategy with
-    # devices", "Collective ops is not configured at program startup" or "Assets written to"
-    # are printed into the cell (twice: absl's handler and the root's); errors still show.
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
     if "tensorflow" in sys.modules:
+        _quiet_python_logger(sys.modules["tensorflow"])
         return None
     path = kernel_log_path()
     with stderr_to(path):
         import tensorflow as tf
 
         tf.config.list_physical_devices()  # the CUDA probe (cuInit) logs here
+    _quiet_python_logger(tf)
     return path
+
+
+def _quiet_python_logger(tf: object) -> None:
+    """TensorFlow's Python logger at ERROR. Its first `get_logger()` call sets INFO in an
+    interactive shell (Jupyter), so lines such as "Using MirroredStrategy with devices",
+    "Collective ops is not configured at program startup" or "Assets written to" were printed
+    into the cells (twice: its handler's and the root's). Errors still show."""
+    tf.get_logger().setLevel(logging.ERROR)  # type: ignore[attr-defined]

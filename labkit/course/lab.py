@@ -670,9 +670,13 @@ def main(argv: list[str]) -> int:
 
     # the kernels inherit it: the kit's summaries and charts follow the edition being run
     os.environ[ENV_VAR] = normalize_language(args.lang)
+    from labkit.cloud import tflogs
     from labkit.course.sample import ensure_sample
 
-    sample = ensure_sample()
+    # Making the sample imports TensorFlow, whose C++ start-up lines (the absl pre-init notice,
+    # cudart_stub) go straight to descriptor 2: to the log file, not the learner's screen.
+    with tflogs.stderr_to(tflogs.kernel_log_path()):
+        sample = ensure_sample()
     print("[lab]", tr("sample data: {path}").format(path=sample.tfds_data_dir))
     run = run_lab(notebooks, args.out, parameters, timeout=args.timeout)
     print(format_summary(run))
