@@ -250,9 +250,9 @@ class CostEstimate:
         ).splitlines()
         tail = [
             gettext(
-                "Estimated total for {hours:g} h: {total:.2f} {cur} ({per_hour:.4f} {cur} per hour)."
-            ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour)
-            + gettext(" {tag}").format(tag=tag),
+                "Estimated total for {hours:g} h: {total:.2f} {cur} ({per_hour:.4f} {cur} per "
+                "hour). {tag}"
+            ).format(hours=self.hours, total=self.total, cur=cur, per_hour=self.per_hour, tag=tag),
             gettext("Not included: {excludes}.").format(excludes=gettext(t.excludes)),
             (gettext("This spec asks for Spot VMs. ") if self.spot else "") + gettext(t.spot),
         ]

@@ -145,9 +145,7 @@ class Problem:
 
     def text(self, lang: str | None = None) -> str:
         """Where, what and the fix, in ``lang`` (None: the active edition)."""
-        return gettext("{field}: {message} Fix: {fix}", lang).format(
-            field=self.field, message=self.message_in(lang), fix=self.fix_in(lang)
-        )
+        return gettext("{field}: {advice}", lang).format(field=self.field, advice=self.advice(lang))
 
     def __str__(self) -> str:
         return self.text()

@@ -81,7 +81,7 @@ def _term(key: str, lang: str) -> str:
 def fields(form: CreateForm) -> list[Field]:
     """Every field of Training → Create, in the console's order, with this form's value."""
 
-    from labkit.i18n import gettext, term, translator
+    from labkit.i18n import gettext, term
 
     def t(key: str) -> tuple[str, str]:
         return _term(key, "en"), _term(key, "zh-CN")
@@ -90,8 +90,7 @@ def fields(form: CreateForm) -> list[Field]:
         return term(key)
 
     def ui(*path: str) -> tuple[str, str]:  # a console label (path) the catalog translates
-        zh = translator("zh-CN").gettext
-        return " > ".join(path), " > ".join(zh(label) for label in path)
+        return " > ".join(path), " > ".join(gettext(label, "zh-CN") for label in path)
 
     select = gettext("select")
     # The field names stay in both languages (the learner's console may be in either); zh-CN
